@@ -1,0 +1,29 @@
+//! Caps on everything read from a registry, so a hostile or broken artifact cannot
+//! exhaust memory or disk.
+
+/// Limits applied while resolving and unpacking one artifact.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest manifest or index body accepted, in bytes.
+    pub max_manifest_bytes: u64,
+    /// Largest small blob (config, signature payload, bundle) read into memory.
+    pub max_small_blob_bytes: u64,
+    /// Total uncompressed tar bytes across all selected layers (decompression bombs).
+    pub max_uncompressed_bytes: u64,
+    /// Total tar entries across all selected layers.
+    pub max_entries: u64,
+    /// Most tags read while listing a repository for a semver ref.
+    pub max_tags: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_manifest_bytes: 4 << 20,
+            max_small_blob_bytes: 4 << 20,
+            max_uncompressed_bytes: 8 << 30,
+            max_entries: 1_000_000,
+            max_tags: 1_000_000,
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! The traits the pipeline and the reconciler use to reach the world: a registry, a
+//! signature verifier, and Secrets. Adapters implement them (`registry`, `verify`, the
+//! Kubernetes and file-backed Secret readers); tests substitute their own. This module
+//! names no adapter.
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::Stream;
+
+use crate::domain::digest::Digest;
+use crate::domain::manifest::Descriptor;
+use crate::domain::secret::{Credentials, Redacted};
+
+/// A stream of blob bytes whose digest is checked as they flow: the stream ends with an
+/// error instead of its last chunk when the digest or size does not match.
+pub type BlobStream = Pin<Box<dyn Stream<Item = Result<Bytes, RegistryError>> + Send>>;
+
+/// A manifest body as fetched, its digest already checked.
+#[derive(Clone, Debug)]
+pub struct FetchedManifest {
+    /// Digest of the body.
+    pub digest: Digest,
+    /// `Content-Type` the registry sent.
+    pub media_type: String,
+    /// The exact bytes.
+    pub body: Bytes,
+}
+
+/// Transport settings for one repository, built per reconcile from the spec and its
+/// Secrets, or from CLI flags.
+#[derive(Clone, Debug, Default)]
+pub struct RegistryOptions {
+    /// Plain HTTP instead of HTTPS (`spec.insecure`). TLS verification is never skipped.
+    pub insecure: bool,
+    /// Login for the registry host, if any.
+    pub credentials: Option<Credentials>,
+    /// Extra CA certificates (PEM) trusted for this registry.
+    pub ca_pem: Option<Vec<u8>>,
+    /// Client certificate and key (PEM) for mutual TLS.
+    pub client_identity: Option<ClientIdentity>,
+    /// Proxy to reach the registry through.
+    pub proxy: Option<ProxySettings>,
+    /// Per-request timeout; `None` means the adapter's default.
+    pub timeout: Option<Duration>,
+    /// User-Agent suffix or other identification; informational.
+    pub user_agent: Option<String>,
+}
+
+/// A client certificate and its private key, both PEM.
+#[derive(Clone, Debug)]
+pub struct ClientIdentity {
+    /// Certificate chain (PEM).
+    pub cert_pem: Vec<u8>,
+    /// Private key (PEM).
+    pub key_pem: Redacted<Vec<u8>>,
+}
+
+/// An HTTP(S) proxy (`spec.proxySecretRef`).
+#[derive(Clone, Debug)]
+pub struct ProxySettings {
+    /// Proxy URL, e.g. `http://proxy:3128`.
+    pub address: String,
+    /// Optional proxy login.
+    pub credentials: Option<Credentials>,
+}
+
+/// What kind of failure a registry call ended in; decides the condition reason and
+/// whether retrying can help.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegistryErrorKind {
+    /// 401/403, or the token service refused the login.
+    Unauthorized,
+    /// 404: repository, tag, manifest or blob unknown.
+    NotFound,
+    /// Connection, TLS, timeout, 5xx or 429 that persisted after retries.
+    Transport,
+    /// Bytes did not match their digest or size; or a body exceeded its cap.
+    Integrity,
+    /// The registry answered something that does not follow the distribution spec.
+    Protocol,
+    /// The client could not be built from the given settings (bad CA PEM, bad proxy URL).
+    Config,
+}
+
+/// A failed registry operation, with the URL and what happened. Never carries credentials.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct RegistryError {
+    /// Classification.
+    pub kind: RegistryErrorKind,
+    /// Lower-case, actionable description including the URL or reference.
+    pub message: String,
+}
+
+impl RegistryError {
+    /// Builds an error.
+    pub fn new(kind: RegistryErrorKind, message: impl Into<String>) -> Self {
+        Self { kind, message: message.into() }
+    }
+}
+
+/// One repository on one registry, with its transport settings already applied.
+#[async_trait]
+pub trait Registry: Send + Sync {
+    /// `HEAD /v2/<repo>/manifests/<reference>`: the digest only, no body.
+    async fn manifest_digest(&self, reference: &str) -> Result<Digest, RegistryError>;
+    /// `GET` a manifest or index by tag or digest: size-capped, digest checked.
+    async fn manifest(&self, reference: &str) -> Result<FetchedManifest, RegistryError>;
+    /// Every tag, following pagination.
+    async fn tags(&self) -> Result<Vec<String>, RegistryError>;
+    /// A blob as a digest-checked stream; transient faults mid-stream are resumed.
+    async fn blob(&self, descriptor: &Descriptor) -> Result<BlobStream, RegistryError>;
+    /// A small blob read whole (config, signature payload, bundle), capped at `max` bytes.
+    async fn blob_bytes(&self, descriptor: &Descriptor, max: u64) -> Result<Bytes, RegistryError>;
+}
+
+/// Opens [`Registry`] sessions; the reconciler holds one of these.
+pub trait RegistryConnector: Send + Sync {
+    /// A session for `registry_host` (host[:port]) and `repository` (path).
+    fn connect(
+        &self,
+        registry_host: &str,
+        repository: &str,
+        options: &RegistryOptions,
+    ) -> Result<Arc<dyn Registry>, RegistryError>;
+}
+
+/// The data of a Kubernetes Secret, values decoded.
+pub type SecretData = BTreeMap<String, Redacted<Vec<u8>>>;
+
+/// A failed Secret lookup.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretsError {
+    /// No such Secret.
+    #[error("secret '{namespace}/{name}' not found")]
+    NotFound {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
+    /// The API call failed.
+    #[error("failed to read secret '{namespace}/{name}': {message}")]
+    Api {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// What failed.
+        message: String,
+    },
+}
+
+/// Reads Secrets and ServiceAccounts for credentials, per reconcile, never caching to disk.
+#[async_trait]
+pub trait Secrets: Send + Sync {
+    /// The Secret's data.
+    async fn secret(&self, namespace: &str, name: &str) -> Result<SecretData, SecretsError>;
+    /// Names of the ServiceAccount's `imagePullSecrets`.
+    async fn image_pull_secrets(
+        &self,
+        namespace: &str,
+        service_account: &str,
+    ) -> Result<Vec<String>, SecretsError>;
+}
