@@ -3,6 +3,7 @@
 //! tokio, reqwest, axum or sigstore crates (`hack/check-domain.sh` enforces it).
 
 pub mod digest;
+pub mod duration;
 pub mod layers;
 pub mod limits;
 pub mod manifest;

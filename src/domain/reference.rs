@@ -170,6 +170,25 @@ impl RefSpec {
     }
 }
 
+/// Splits `oci://host[:port]/path:tag` or `oci://host[:port]/path@sha256:…` (the CLI's
+/// image reference form) into the repository and its ref; no tag means `latest`.
+pub fn parse_image_ref(s: &str) -> Result<(RepositoryUrl, RefSpec), UrlError> {
+    let (repo, reference) = if let Some((repo, digest)) = s.split_once('@') {
+        let d: Digest = digest.parse().map_err(|_| UrlError::RefInUrl(s.to_string()))?;
+        (repo.to_string(), RefSpec::Digest(d))
+    } else {
+        let after_host = s.strip_prefix("oci://").and_then(|r| r.find('/')).map(|i| i + "oci://".len());
+        match after_host.and_then(|i| s[i..].rfind(':').map(|j| i + j)) {
+            Some(colon) if valid_tag(&s[colon + 1..]) => {
+                (s[..colon].to_string(), RefSpec::Tag(s[colon + 1..].to_string()))
+            }
+            Some(_) => return Err(UrlError::RefInUrl(s.to_string())),
+            None => (s.to_string(), RefSpec::Tag("latest".into())),
+        }
+    };
+    Ok((RepositoryUrl::parse(&repo)?, reference))
+}
+
 fn non_empty(s: Option<&str>) -> Option<&str> {
     s.map(str::trim).filter(|s| !s.is_empty())
 }
@@ -247,6 +266,20 @@ mod tests {
         assert!(e.starts_with("invalid spec.ref.digest"), "{e}");
         let e = RefSpec::from_fields(Some("-bad"), None, None, None).unwrap_err().to_string();
         assert!(e.starts_with("invalid spec.ref.tag '-bad'"), "{e}");
+    }
+
+    #[test]
+    fn image_refs_split_into_repository_and_ref() {
+        let (u, r) = parse_image_ref("oci://127.0.0.1:5000/a/b:v1.0").unwrap();
+        assert_eq!((u.host.as_str(), u.repository.as_str()), ("127.0.0.1:5000", "a/b"));
+        assert!(matches!(r, RefSpec::Tag(t) if t == "v1.0"));
+        let d = Digest::of(b"z");
+        let (u, r) = parse_image_ref(&format!("oci://reg.io/a@{d}")).unwrap();
+        assert_eq!(u.repository, "a");
+        assert!(matches!(r, RefSpec::Digest(x) if x == d));
+        let (_, r) = parse_image_ref("oci://reg.io:443/a").unwrap();
+        assert!(matches!(r, RefSpec::Tag(t) if t == "latest"));
+        assert!(parse_image_ref("oci://reg.io/a@sha256:nope").is_err());
     }
 
     #[test]
