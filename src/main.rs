@@ -1,1 +1,2 @@
+//! The `ocisource` binary.
 fn main() {}

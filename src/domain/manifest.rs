@@ -135,6 +135,7 @@ impl std::fmt::Display for Platform {
 }
 
 /// A manifest as fetched: either an image manifest or an index.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Manifest {
     /// An image manifest.

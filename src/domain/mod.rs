@@ -3,6 +3,10 @@
 //! tokio, reqwest, axum or sigstore crates (`hack/check-domain.sh` enforces it).
 
 pub mod digest;
+pub mod duration;
+pub mod layers;
 pub mod limits;
 pub mod manifest;
+pub mod reference;
 pub mod secret;
+pub mod semver_range;

@@ -1,0 +1,197 @@
+//! Command-line interface: clap definitions, and their conversion into validated
+//! settings once, before any work starts. Nothing here performs I/O beyond reading
+//! files named on the command line.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// ocisource: turn OCI artifacts into Flux-compatible tar.gz artifacts.
+#[derive(Debug, Parser)]
+#[command(name = "ocisource", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Log level (error, warn, info, debug, trace) or a tracing filter.
+    #[arg(long, global = true, default_value = "warn", env = "OCISOURCE_LOG")]
+    pub log_level: String,
+    /// Log format.
+    #[arg(long, global = true, value_enum, default_value_t = LogEncoding::Console)]
+    pub log_encoding: LogEncoding,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum LogEncoding {
+    /// Human-readable lines.
+    Console,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Resolve, verify (optional) and pull an OCI artifact into one normalised tar.gz.
+    Pull(PullArgs),
+    /// Publish a directory as an OCI artifact in the format of `flux push artifact`.
+    Push(PushArgs),
+    /// Verify the cosign signature of an OCI artifact.
+    Verify(VerifyArgs),
+}
+
+/// Output format of printed objects.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq, Default)]
+pub enum OutputFormat {
+    /// YAML.
+    #[default]
+    Yaml,
+    /// JSON.
+    Json,
+}
+
+/// Flags that say how to reach a registry.
+#[derive(Debug, Args, Clone, Default)]
+pub struct RegistryArgs {
+    /// Use plain HTTP (there is no option to skip TLS verification).
+    #[arg(long)]
+    pub insecure: bool,
+    /// PEM file of CA certificates to trust for the registry.
+    #[arg(long, value_name = "FILE")]
+    pub ca_file: Option<PathBuf>,
+    /// PEM client certificate for mutual TLS (with --key-file).
+    #[arg(long, value_name = "FILE", requires = "key_file")]
+    pub cert_file: Option<PathBuf>,
+    /// PEM private key of the client certificate.
+    #[arg(long, value_name = "FILE", requires = "cert_file")]
+    pub key_file: Option<PathBuf>,
+    /// Credentials as USER:PASSWORD (prefer the env var, or the docker config file).
+    #[arg(long, env = "OCISOURCE_CREDS", hide_env_values = true, value_name = "USER:PASSWORD")]
+    pub creds: Option<String>,
+    /// Timeout of each registry request, e.g. 30s, 2m.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub timeout: std::time::Duration,
+}
+
+/// Flags of signature verification, shared by `pull` and `verify`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct VerifyFlags {
+    /// Cosign public key (PEM); repeat for several keys, any one may match.
+    #[arg(long = "key", value_name = "FILE")]
+    pub keys: Vec<PathBuf>,
+    /// Keyless: regex the certificate's identity (SAN) must match.
+    #[arg(long, value_name = "REGEX", requires = "certificate_oidc_issuer_regexp")]
+    pub certificate_identity_regexp: Option<String>,
+    /// Keyless: regex the certificate's OIDC issuer must match.
+    #[arg(long, value_name = "REGEX", requires = "certificate_identity_regexp")]
+    pub certificate_oidc_issuer_regexp: Option<String>,
+    /// Sigstore trusted_root.json for a self-hosted Sigstore (default: the bundled public-good root).
+    #[arg(long, value_name = "FILE")]
+    pub trusted_root: Option<PathBuf>,
+}
+
+impl VerifyFlags {
+    /// True when any verification was asked for.
+    pub fn requested(&self) -> bool {
+        !self.keys.is_empty() || self.certificate_identity_regexp.is_some()
+    }
+}
+
+/// `ocisource pull`.
+#[derive(Debug, Args)]
+pub struct PullArgs {
+    /// Repository, oci://host[:port]/path (no tag or digest: use --tag, --semver or --digest).
+    pub url: String,
+    /// Tag to pull (default: latest).
+    #[arg(long, conflicts_with_all = ["semver", "digest"])]
+    pub tag: Option<String>,
+    /// Semver range; the highest matching tag is pulled.
+    #[arg(long, conflicts_with = "digest")]
+    pub semver: Option<String>,
+    /// Regex tags must match before the semver range applies.
+    #[arg(long, requires = "semver")]
+    pub semver_filter: Option<String>,
+    /// Manifest digest to pull.
+    #[arg(long)]
+    pub digest: Option<String>,
+    /// Only layers of this media type (all of them are merged).
+    #[arg(long)]
+    pub layer_media_type: Option<String>,
+    /// Merge the layers (extract) or store the first matching layer unchanged (copy).
+    #[arg(long, value_enum, default_value_t = LayerOperationArg::Extract)]
+    pub layer_operation: LayerOperationArg,
+    /// Ignore rules in gitignore syntax; replaces the default exclusions.
+    #[arg(long)]
+    pub ignore: Option<String>,
+    /// Platform to pick from an image index.
+    #[arg(long, default_value = "linux/amd64")]
+    pub platform: String,
+    /// Where to write the tar.gz.
+    #[arg(short = 'o', long = "output-file", value_name = "FILE.tar.gz")]
+    pub output_file: PathBuf,
+    /// Format of the printed Artifact.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Yaml)]
+    pub output: OutputFormat,
+    /// Registry connection.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+    /// Verify the signature before pulling.
+    #[command(flatten)]
+    pub verify: VerifyFlags,
+}
+
+/// `--layer-operation`.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum LayerOperationArg {
+    /// Merge layers into one normalised tar.gz.
+    Extract,
+    /// Store the first matching layer byte for byte.
+    Copy,
+}
+
+/// `ocisource push`.
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// Destination, oci://host[:port]/path:tag.
+    pub url: String,
+    /// Directory to publish.
+    #[arg(long)]
+    pub path: PathBuf,
+    /// Extra manifest annotation KEY=VALUE (repeatable).
+    #[arg(long = "annotation", value_name = "KEY=VALUE")]
+    pub annotations: Vec<String>,
+    /// Source URL recorded in org.opencontainers.image.source.
+    #[arg(long)]
+    pub source: Option<String>,
+    /// Source revision recorded in org.opencontainers.image.revision.
+    #[arg(long)]
+    pub revision: Option<String>,
+    /// Sign the pushed manifest with this cosign-compatible private key (PEM PKCS#8, ECDSA P-256).
+    #[arg(long, value_name = "FILE")]
+    pub sign_key: Option<PathBuf>,
+    /// Format of the printed result.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Yaml)]
+    pub output: OutputFormat,
+    /// Registry connection.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+/// `ocisource verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// Artifact, oci://host[:port]/path:tag or oci://host[:port]/path@sha256:...
+    pub url: String,
+    /// Verification settings.
+    #[command(flatten)]
+    pub verify: VerifyFlags,
+    /// Registry connection.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+/// Parses `90s`, `5m`, `1h30m`, `250ms` (Go/Kubernetes duration syntax, the subset Flux uses).
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    crate::domain::duration::parse(s).map_err(|e| e.to_string())
+}

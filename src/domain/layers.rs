@@ -1,0 +1,153 @@
+//! `spec.layerSelector`: which layers of a manifest make the artifact.
+//!
+//! Without a selector every tar layer is merged, bottom to top. With a `mediaType`, every
+//! layer of that type is merged (Flux takes only the first: ours is a superset that
+//! agrees with Flux whenever one layer matches). `operation: copy` stores the first
+//! matching layer byte for byte, as Flux does.
+
+use super::manifest::{Descriptor, ImageManifest};
+
+/// What to do with the selected layers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LayerOperation {
+    /// Merge the tar layers into one normalised tar.gz.
+    #[default]
+    Extract,
+    /// Store the first matching layer unchanged.
+    Copy,
+}
+
+/// `spec.layerSelector`, validated.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LayerSelector {
+    /// Only layers of this media type; `None` means every tar layer.
+    pub media_type: Option<String>,
+    /// Extract or copy.
+    pub operation: LayerOperation,
+}
+
+/// The layers to fetch and how.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Selection {
+    /// Merge these layers, given bottom first (manifest order).
+    Extract(Vec<Descriptor>),
+    /// Store this one layer as is.
+    Copy(Descriptor),
+}
+
+/// No layer fits the selector.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LayerError {
+    /// Nothing matched.
+    #[error("no layer {wanted} in the manifest; layers present: {present}")]
+    NoMatch {
+        /// What was looked for, e.g. "of media type 'x'".
+        wanted: String,
+        /// The media types present.
+        present: String,
+    },
+}
+
+/// True for media types that carry a tar stream (plain, gzip or zstd).
+pub fn is_tar_layer(media_type: &str) -> bool {
+    let base = media_type.split(';').next().unwrap_or_default();
+    base.contains(".tar") || base.ends_with("tar") || base.contains("tar+") || base.contains("tar.")
+}
+
+impl LayerSelector {
+    /// Picks the layers of `manifest` this selector asks for.
+    pub fn select(&self, manifest: &ImageManifest) -> Result<Selection, LayerError> {
+        let matching: Vec<&Descriptor> = manifest
+            .layers
+            .iter()
+            .filter(|l| match &self.media_type {
+                Some(mt) => &l.media_type == mt,
+                None => self.operation == LayerOperation::Copy || is_tar_layer(&l.media_type),
+            })
+            .collect();
+        let no_match = || LayerError::NoMatch {
+            wanted: match (&self.media_type, self.operation) {
+                (Some(mt), _) => format!("of media type '{mt}'"),
+                (None, LayerOperation::Copy) => "at all".into(),
+                (None, LayerOperation::Extract) => "with a tar media type".into(),
+            },
+            present: if manifest.layers.is_empty() {
+                "none".into()
+            } else {
+                manifest.layers.iter().map(|l| l.media_type.as_str()).collect::<Vec<_>>().join(", ")
+            },
+        };
+        match self.operation {
+            LayerOperation::Copy => matching.first().map(|l| Selection::Copy((*l).clone())).ok_or_else(no_match),
+            LayerOperation::Extract if matching.is_empty() => Err(no_match()),
+            LayerOperation::Extract => Ok(Selection::Extract(matching.into_iter().cloned().collect())),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::domain::digest::Digest;
+    use crate::domain::manifest::{FLUX_CONFIG, FLUX_CONTENT};
+    use std::collections::BTreeMap;
+
+    fn desc(mt: &str, n: u8) -> Descriptor {
+        Descriptor {
+            media_type: mt.into(),
+            digest: Digest::of(&[n]),
+            size: 1,
+            annotations: BTreeMap::new(),
+            platform: None,
+            artifact_type: None,
+        }
+    }
+
+    fn manifest(layers: Vec<Descriptor>) -> ImageManifest {
+        ImageManifest {
+            schema_version: 2,
+            media_type: None,
+            artifact_type: None,
+            config: desc(FLUX_CONFIG, 0),
+            layers,
+            subject: None,
+            annotations: BTreeMap::new(),
+        }
+    }
+
+    const HELM: &str = "application/vnd.cncf.helm.chart.content.v1.tar+gzip";
+    const OCI_GZ: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
+
+    #[test]
+    fn no_selector_takes_every_tar_layer_in_order() {
+        let m = manifest(vec![desc(OCI_GZ, 1), desc("text/plain", 2), desc(FLUX_CONTENT, 3), desc("application/vnd.oci.image.layer.v1.tar", 4)]);
+        let Selection::Extract(got) = LayerSelector::default().select(&m).unwrap() else { unreachable!() };
+        assert_eq!(got.iter().map(|d| d.digest.clone()).collect::<Vec<_>>(), vec![Digest::of(&[1]), Digest::of(&[3]), Digest::of(&[4])]);
+    }
+
+    #[test]
+    fn media_type_selects_every_matching_layer_flux_superset() {
+        let m = manifest(vec![desc(HELM, 1), desc(OCI_GZ, 2), desc(HELM, 3)]);
+        let sel = LayerSelector { media_type: Some(HELM.into()), operation: LayerOperation::Extract };
+        assert_eq!(sel.select(&m).unwrap(), Selection::Extract(vec![desc(HELM, 1), desc(HELM, 3)]));
+    }
+
+    #[test]
+    fn copy_takes_the_first_match() {
+        let m = manifest(vec![desc(OCI_GZ, 1), desc(HELM, 2), desc(HELM, 3)]);
+        let sel = LayerSelector { media_type: Some(HELM.into()), operation: LayerOperation::Copy };
+        assert_eq!(sel.select(&m).unwrap(), Selection::Copy(desc(HELM, 2)));
+        let any = LayerSelector { media_type: None, operation: LayerOperation::Copy };
+        assert_eq!(any.select(&m).unwrap(), Selection::Copy(desc(OCI_GZ, 1)));
+    }
+
+    #[test]
+    fn no_match_lists_what_is_there() {
+        let m = manifest(vec![desc("text/plain", 1)]);
+        let err = LayerSelector::default().select(&m).unwrap_err().to_string();
+        assert_eq!(err, "no layer with a tar media type in the manifest; layers present: text/plain");
+        let sel = LayerSelector { media_type: Some(HELM.into()), operation: LayerOperation::Extract };
+        assert!(sel.select(&m).unwrap_err().to_string().contains(HELM));
+    }
+}

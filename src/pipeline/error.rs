@@ -1,0 +1,123 @@
+//! Pipeline errors: which step failed, on what, and what kind of failure it is, so the
+//! reconciler can pick the condition reason and whether to retry.
+
+use crate::archive::ArchiveError;
+use crate::domain::layers::LayerError;
+use crate::domain::manifest::ManifestError;
+use crate::ports::{RegistryError, RegistryErrorKind};
+use crate::storage::StorageError;
+
+/// A failed pipeline step.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    /// Resolving the ref (HEAD, tag listing) failed.
+    #[error("failed to resolve '{reference}' in {url}")]
+    Resolve {
+        /// Repository URL.
+        url: String,
+        /// The tag, digest or range.
+        reference: String,
+        /// Cause.
+        #[source]
+        source: RegistryError,
+    },
+    /// No tag satisfies the semver range.
+    #[error("no tag in {url} matches semver range '{range}'{filter} ({tags} tags listed)")]
+    NoMatchingTag {
+        /// Repository URL.
+        url: String,
+        /// The range.
+        range: String,
+        /// ` with filter '<re>'`, or empty.
+        filter: String,
+        /// How many tags the repository has.
+        tags: usize,
+    },
+    /// Fetching the manifest failed.
+    #[error("failed to fetch manifest {digest} from {url}")]
+    FetchManifest {
+        /// Repository URL.
+        url: String,
+        /// Manifest digest.
+        digest: String,
+        /// Cause.
+        #[source]
+        source: RegistryError,
+    },
+    /// The manifest cannot be used.
+    #[error("failed to use manifest {digest} from {url}")]
+    Manifest {
+        /// Repository URL.
+        url: String,
+        /// Manifest digest.
+        digest: String,
+        /// Cause.
+        #[source]
+        source: ManifestError,
+    },
+    /// The layer selector picked nothing.
+    #[error("failed to select layers of manifest {digest}")]
+    Layers {
+        /// Manifest digest.
+        digest: String,
+        /// Cause.
+        #[source]
+        source: LayerError,
+    },
+    /// Downloading a layer failed.
+    #[error("failed to pull layer {layer} from {url}")]
+    Blob {
+        /// Repository URL.
+        url: String,
+        /// Layer digest.
+        layer: String,
+        /// Cause.
+        #[source]
+        source: RegistryError,
+    },
+    /// A layer could not be merged (hostile or malformed content).
+    #[error("failed to unpack layers of manifest {digest}")]
+    Archive {
+        /// Manifest digest.
+        digest: String,
+        /// Cause.
+        #[source]
+        source: ArchiveError,
+    },
+    /// Writing the artifact failed.
+    #[error("failed to store artifact")]
+    Storage(#[from] StorageError),
+    /// A worker thread failed unexpectedly.
+    #[error("failed to run the unpacking worker: {0}")]
+    Worker(String),
+}
+
+/// What kind of failure, for condition reasons and retry decisions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PipelineErrorKind {
+    /// Credentials were refused.
+    Authentication,
+    /// The registry could not be reached or answered wrongly; retrying may help.
+    Pull,
+    /// The artifact's content or selection is unusable: a new artifact is needed.
+    LayerOperation,
+    /// Local disk failed.
+    Storage,
+}
+
+impl PipelineError {
+    /// The kind of failure.
+    pub fn kind(&self) -> PipelineErrorKind {
+        let from_registry = |e: &RegistryError| match e.kind {
+            RegistryErrorKind::Unauthorized => PipelineErrorKind::Authentication,
+            _ => PipelineErrorKind::Pull,
+        };
+        match self {
+            Self::Resolve { source, .. } | Self::FetchManifest { source, .. } => from_registry(source),
+            Self::Blob { source, .. } => from_registry(source),
+            Self::NoMatchingTag { .. } => PipelineErrorKind::Pull,
+            Self::Manifest { .. } | Self::Layers { .. } | Self::Archive { .. } => PipelineErrorKind::LayerOperation,
+            Self::Storage(_) | Self::Worker(_) => PipelineErrorKind::Storage,
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! Steps 2 and 3: fetch the manifest (an index resolves to the wanted platform), then
+//! stream the selected layers into one stored file.
+//!
+//! Extraction downloads layers top first (the reverse of manifest order), so the first
+//! version of a path the merger sees is the one that wins; each blob flows through the
+//! archive bridge into the merger on a blocking thread, with its digest checked by the
+//! registry stream. Nothing is written outside the artifact's temp file, which is renamed
+//! into place only when every layer merged cleanly.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+
+use crate::archive::bridge;
+use crate::archive::{MergeOptions, MergeOutcome, Merger};
+use crate::domain::digest::Digest;
+use crate::domain::ignore::IgnoreRules;
+use crate::domain::layers::{LayerSelector, Selection};
+use crate::domain::limits::Limits;
+use crate::domain::manifest::{Descriptor, ImageManifest, Manifest, ManifestError, Platform};
+use crate::domain::reference::RepositoryUrl;
+use crate::ports::{BlobStream, Registry};
+use crate::storage::{Storage, StoredFile};
+
+use super::PipelineError;
+
+/// How many chunks may wait between the download and the unpacking thread.
+const BRIDGE_CHUNKS: usize = 16;
+
+/// Fetches the manifest `digest` points at; an index resolves to `platform`'s manifest.
+/// Returns the image manifest and the digest of that manifest.
+pub async fn fetch_manifest(
+    registry: &dyn Registry,
+    url: &RepositoryUrl,
+    digest: &Digest,
+    platform: &Platform,
+) -> Result<(ImageManifest, Digest), PipelineError> {
+    let mut current = digest.clone();
+    // An index may point at an image manifest; never follow more than one level.
+    for _ in 0..2 {
+        let fetched = registry.manifest(&current.to_string()).await.map_err(|source| {
+            PipelineError::FetchManifest { url: url.to_string(), digest: current.to_string(), source }
+        })?;
+        let bad = |source: ManifestError| PipelineError::Manifest {
+            url: url.to_string(),
+            digest: current.to_string(),
+            source,
+        };
+        match Manifest::parse(&fetched.media_type, &fetched.body).map_err(bad)? {
+            Manifest::Image(m) => return Ok((m, current)),
+            Manifest::Index(index) => current = index.select(platform).map_err(bad)?.digest.clone(),
+        }
+    }
+    Err(PipelineError::Manifest {
+        url: url.to_string(),
+        digest: current.to_string(),
+        source: ManifestError::Parse("an index entry points at another index".into()),
+    })
+}
+
+/// What to store and where.
+pub struct StoreRequest<'a> {
+    /// Repository, for messages.
+    pub url: &'a RepositoryUrl,
+    /// The manifest whose layers are stored.
+    pub manifest: &'a ImageManifest,
+    /// Its digest, for messages.
+    pub manifest_digest: &'a Digest,
+    /// Which layers, and extract or copy.
+    pub selector: &'a LayerSelector,
+    /// `spec.ignore`; `None` means Flux's default exclusions.
+    pub ignore: Option<&'a str>,
+    /// Caps.
+    pub limits: &'a Limits,
+    /// The store.
+    pub storage: &'a Storage,
+    /// Relative path of the artifact in the store.
+    pub path: &'a str,
+}
+
+/// Streams the selected layers into the store at `req.path`.
+pub async fn store_layers(
+    registry: Arc<dyn Registry>,
+    req: StoreRequest<'_>,
+) -> Result<StoredFile, PipelineError> {
+    let selection = req.selector.select(req.manifest).map_err(|source| PipelineError::Layers {
+        digest: req.manifest_digest.to_string(),
+        source,
+    })?;
+    match selection {
+        Selection::Copy(layer) => copy_layer(registry.as_ref(), &req, &layer).await,
+        Selection::Extract(layers) => {
+            let base = match req.ignore {
+                Some(text) => IgnoreRules::from_spec(text),
+                None => IgnoreRules::flux_default(),
+            };
+            let mut rules = base.clone();
+            // A `.sourceignore` met after the paths it excludes costs one more pass, with
+            // every such file's rules known up front; a second request for it cannot happen.
+            for _pass in 0..2 {
+                match merge_pass(registry.as_ref(), &req, &layers, rules.clone()).await? {
+                    PassOutcome::Stored(file) => return Ok(file),
+                    PassOutcome::Again(sourceignore) => {
+                        rules = base.clone();
+                        for (dir, content) in &sourceignore {
+                            rules.add_sourceignore(dir, content);
+                        }
+                    }
+                }
+            }
+            Err(PipelineError::Worker("the second merge pass asked for a third".into()))
+        }
+    }
+}
+
+enum PassOutcome {
+    Stored(StoredFile),
+    Again(Vec<(String, String)>),
+}
+
+async fn open_blob(registry: &dyn Registry, req: &StoreRequest<'_>, layer: &Descriptor) -> Result<BlobStream, PipelineError> {
+    registry.blob(layer).await.map_err(|source| PipelineError::Blob {
+        url: req.url.to_string(),
+        layer: layer.digest.to_string(),
+        source,
+    })
+}
+
+/// Pumps a blob stream into the bridge; returns the registry error that ended it, if any.
+async fn pump(mut stream: BlobStream, tx: bridge::Sender) -> Option<crate::ports::RegistryError> {
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(chunk) => {
+                if tx.send(Ok(chunk)).await.is_err() {
+                    // The reader gave up (its error is reported from its side).
+                    return None;
+                }
+            }
+            Err(e) => {
+                let _ = tx.send(Err(std::io::Error::other(e.message.clone()))).await;
+                return Some(e);
+            }
+        }
+    }
+    None
+}
+
+async fn merge_pass(
+    registry: &dyn Registry,
+    req: &StoreRequest<'_>,
+    layers: &[Descriptor],
+    ignore: IgnoreRules,
+) -> Result<PassOutcome, PipelineError> {
+    let pending = req.storage.create(req.path)?;
+    let opts = MergeOptions { ignore, limits: req.limits.clone() };
+    let (layer_tx, mut layer_rx) = tokio::sync::mpsc::channel::<(Descriptor, bridge::Reader)>(1);
+    let digest = req.manifest_digest.to_string();
+    let worker = tokio::task::spawn_blocking(move || {
+        let mut merger = Merger::new(pending, opts);
+        while let Some((layer, reader)) = layer_rx.blocking_recv() {
+            merger.add_layer(&layer, reader)?;
+        }
+        merger.finish()
+    });
+    let mut registry_failure = None;
+    for layer in layers.iter().rev() {
+        let stream = match open_blob(registry, req, layer).await {
+            Ok(s) => s,
+            Err(e) => {
+                registry_failure = Some(e);
+                break;
+            }
+        };
+        let (tx, rx) = bridge::channel(BRIDGE_CHUNKS);
+        if layer_tx.send((layer.clone(), rx)).await.is_err() {
+            break; // the worker stopped on an error; it is reported below
+        }
+        if let Some(source) = pump(stream, tx).await {
+            registry_failure = Some(PipelineError::Blob {
+                url: req.url.to_string(),
+                layer: layer.digest.to_string(),
+                source,
+            });
+            break;
+        }
+    }
+    drop(layer_tx);
+    let merged = worker.await.map_err(|e| PipelineError::Worker(e.to_string()))?;
+    // A registry failure explains any archive error it caused (a cut-off stream).
+    if let Some(e) = registry_failure {
+        return Err(e);
+    }
+    match merged.map_err(|source| PipelineError::Archive { digest, source })? {
+        MergeOutcome::Done { out, .. } => {
+            let stored = tokio::task::spawn_blocking(move || out.commit())
+                .await
+                .map_err(|e| PipelineError::Worker(e.to_string()))??;
+            Ok(PassOutcome::Stored(stored))
+        }
+        MergeOutcome::NeedsSecondPass { sourceignore } => Ok(PassOutcome::Again(sourceignore)),
+    }
+}
+
+async fn copy_layer(
+    registry: &dyn Registry,
+    req: &StoreRequest<'_>,
+    layer: &Descriptor,
+) -> Result<StoredFile, PipelineError> {
+    let mut pending = req.storage.create(req.path)?;
+    let stream = open_blob(registry, req, layer).await?;
+    let (tx, mut rx) = bridge::channel(BRIDGE_CHUNKS);
+    let worker = tokio::task::spawn_blocking(move || {
+        std::io::copy(&mut rx, &mut pending).map(|_| pending)
+    });
+    let failure = pump(stream, tx).await;
+    let copied = worker.await.map_err(|e| PipelineError::Worker(e.to_string()))?;
+    if let Some(source) = failure {
+        return Err(PipelineError::Blob { url: req.url.to_string(), layer: layer.digest.to_string(), source });
+    }
+    let pending = copied.map_err(|e| PipelineError::Worker(e.to_string()))?;
+    let stored = tokio::task::spawn_blocking(move || pending.commit())
+        .await
+        .map_err(|e| PipelineError::Worker(e.to_string()))??;
+    Ok(stored)
+}

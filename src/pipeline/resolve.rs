@@ -1,0 +1,59 @@
+//! Step 1: a ref becomes a manifest digest. A tag costs one HEAD; a semver range lists the
+//! tags (all pages) then HEADs the winner; a digest costs nothing.
+
+use crate::domain::digest::Digest;
+use crate::domain::reference::{revision, RefSpec, RepositoryUrl};
+use crate::domain::semver_range::choose_tag;
+use crate::ports::Registry;
+
+use super::PipelineError;
+
+/// A resolved ref.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resolved {
+    /// The manifest (or index) digest the ref points at.
+    pub digest: Digest,
+    /// The tag it was found under (tag and semver refs).
+    pub tag: Option<String>,
+    /// The Flux revision: `<tag>@sha256:<hex>` or the digest.
+    pub revision: String,
+}
+
+/// Resolves `reference` in `url` to a digest.
+pub async fn resolve(
+    registry: &dyn Registry,
+    url: &RepositoryUrl,
+    reference: &RefSpec,
+) -> Result<Resolved, PipelineError> {
+    let tag = match reference {
+        RefSpec::Digest(d) => {
+            return Ok(Resolved { digest: d.clone(), tag: None, revision: revision(None, d) });
+        }
+        RefSpec::Tag(t) => t.clone(),
+        RefSpec::Semver { range, range_text, filter } => {
+            let tags = registry.tags().await.map_err(|source| PipelineError::Resolve {
+                url: url.to_string(),
+                reference: range_text.clone(),
+                source,
+            })?;
+            let chosen = choose_tag(tags.iter().map(String::as_str), range, filter.as_ref());
+            match chosen {
+                Some((t, _)) => t.to_string(),
+                None => {
+                    return Err(PipelineError::NoMatchingTag {
+                        url: url.to_string(),
+                        range: range_text.clone(),
+                        filter: filter.as_ref().map(|f| format!(" with filter '{f}'")).unwrap_or_default(),
+                        tags: tags.len(),
+                    })
+                }
+            }
+        }
+    };
+    let digest = registry.manifest_digest(&tag).await.map_err(|source| PipelineError::Resolve {
+        url: url.to_string(),
+        reference: tag.clone(),
+        source,
+    })?;
+    Ok(Resolved { revision: revision(Some(&tag), &digest), digest, tag: Some(tag) })
+}
