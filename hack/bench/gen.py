@@ -21,7 +21,8 @@ import tarfile
 import zlib
 from pathlib import Path
 
-GEN_VERSION = 4
+# Bump a kind's version whenever its output changes, so caches are regenerated.
+GEN_VERSION = {"config": 5, "large": 4, "noop": 4}
 SEED = 20261122
 
 MT_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -182,7 +183,11 @@ def yaml_doc(rng: random.Random, lines: list[str], name: str, ns: str, target: i
 
 
 def gen_config_set(out: Path, files: int, total_bytes: int, layers: int) -> None:
-    """Scenario 1: `layers` layers of YAML files, `files` in total, ~`total_bytes`."""
+    """Scenario 1: `layers` layers of YAML files, `files` entries in total, ~`total_bytes`.
+
+    Each layer has its own top directory, except 1% of the last layer's files, which
+    replace files of the first layer, so the merge has overrides to honour.
+    """
     blobs = out / "blobs"
     rng = random.Random(SEED)
     words = word_pool(rng, 3000)
@@ -192,6 +197,7 @@ def gen_config_set(out: Path, files: int, total_bytes: int, layers: int) -> None
     mean = total_bytes / files
     roots = ["infrastructure", "apps", "clusters", "tenants", "platform", "policies"]
     descs = []
+    first_paths: list[str] = []
     for li in range(layers):
         w = BlobWriter(blobs)
         root = roots[li % len(roots)]
@@ -204,7 +210,13 @@ def gen_config_set(out: Path, files: int, total_bytes: int, layers: int) -> None
             ns = f"team-{fi % ndirs:03d}"
             name = f"{rng.choice(words)}-{fi:05d}"
             data = yaml_doc(rng, lines, name, ns, target, cum)
-            w.add_file(f"{root}/{ns}/{name}.yaml", [data], len(data))
+            path = f"{root}/{ns}/{name}.yaml"
+            if li == layers - 1 and li > 0 and fi < per_layer // 100:
+                # 1% of the last layer overrides files of the first one (later layers win).
+                path = first_paths[(fi * 7) % len(first_paths)]
+            if li == 0:
+                first_paths.append(path)
+            w.add_file(path, [data], len(data))
         descs.append(w.finish())
     image = make_image(blobs, "bench/config", "v1.0.0", descs)
     write_set(out, [image])
@@ -264,7 +276,7 @@ GENERATORS = {"config": gen_config_set, "large": gen_large_set, "noop": gen_noop
 
 def ensure(cache: Path, kind: str, **params) -> dict:
     """Returns the artifact set for `kind` with `params`, generating it unless cached."""
-    key = "-".join([kind, f"g{GEN_VERSION}"] + [f"{k}{v}" for k, v in sorted(params.items())])
+    key = "-".join([kind, f"g{GEN_VERSION[kind]}"] + [f"{k}{v}" for k, v in sorted(params.items())])
     out = cache / key
     if not (out / "set.json").exists():
         if out.exists():

@@ -135,7 +135,7 @@ def scenario1(rep: Report, reg: oci.Registry, aset: dict, out: Path) -> None:
     st = aset["stats"]
     img = aset["images"][0]
     layers = [oci.blob_path(aset, l["digest"]) for l in img["layers"]]
-    label = (f"1 config: {len(layers)} layers, {st['files']} files, "
+    label = (f"1 config: {len(layers)} layers, {st['files']} files (1% of the last layer override the first), "
              f"{st['uncompressed'] / 1e6:.0f} MB tar ({st['compressed'] / 1e6:.0f} MB gz)")
     log(label)
     ours_out = out / "s1-ocisource.tar.gz"
