@@ -58,6 +58,9 @@ def check(root: Path, report: Report) -> None:
         as_flux["apiVersion"] = FLUX
         errors = validate_custom(as_flux, flux_crd)
         report.check(label, not errors, "; ".join(errors))
+        typo = copy.deepcopy(as_flux)
+        typo["spec"]["intervall"] = typo["spec"].pop("interval")
+        report.check(f"self-test: caught: a misspelt field in {name}", bool(validate_custom(typo, flux_crd)))
 
     flux = files.get("flux-ocirepository.yaml")
     mine = files.get("ocirepository.yaml")
