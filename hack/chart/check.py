@@ -23,6 +23,7 @@ from typing import Any
 import checks
 import crds
 import flux_examples
+import guide
 from rbac import RulesUnavailable, grants, rules_from_binary
 from render import chart_crds, find, lint, render
 from report import Report
@@ -195,6 +196,7 @@ def main() -> int:
             default_consumers(values, report)
 
     flux_examples.check(ROOT, report)
+    guide.check(ROOT, binary, report)
 
     self_expected = expected
     if self_expected is None:
