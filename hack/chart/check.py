@@ -24,6 +24,7 @@ import checks
 import crds
 import flux_examples
 import guide
+import values_doc
 from rbac import RulesUnavailable, grants, rules_from_binary
 from render import chart_crds, find, lint, render
 from report import Report
@@ -182,6 +183,7 @@ def main() -> int:
 
     crds.check_drift(ROOT / "crds", CHART / "crds", chart_crds(CHART), report)
     checks.validate_objects(chart_crds(CHART), report, "crds")
+    values_doc.check(CHART, report)
 
     default_objs: list[dict[str, Any]] = []
     default_values: dict[str, Any] = {}
