@@ -16,4 +16,5 @@ fi
 if ! "$venv/bin/python" -c 'import helm_python, kubernetes_validate, yaml, jsonschema' 2>/dev/null; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r hack/chart/requirements.txt
 fi
+export PYTHONDONTWRITEBYTECODE=1
 exec "$venv/bin/python" hack/chart/check.py "$@"

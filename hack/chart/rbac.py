@@ -40,6 +40,8 @@ def grants(rules: Iterable[dict[str, Any]]) -> set[Grant]:
     for rule in rules:
         if not isinstance(rule, dict):
             raise RulesUnavailable(f"a rule is not a mapping: {rule!r}")
+        if rule.get("resourceNames") or rule.get("nonResourceURLs"):
+            raise RulesUnavailable(f"resourceNames/nonResourceURLs are not modelled by this check: {rule!r}")
         groups = _as_list(rule.get("apiGroups", rule.get("group", rule.get("apiGroup"))))
         resources = _as_list(rule.get("resources", rule.get("resource")))
         sub = rule.get("subresource")
