@@ -39,6 +39,32 @@ pub enum Command {
     Push(PushArgs),
     /// Verify the cosign signature of an OCI artifact.
     Verify(VerifyArgs),
+    /// Reconcile OCIRepository objects from files once, without a cluster.
+    Reconcile(ReconcileArgs),
+    /// Print the OCIRepository CustomResourceDefinition.
+    Crd,
+    /// Print the RBAC rules the controller needs.
+    Rbac,
+}
+
+/// `ocisource reconcile`.
+#[derive(Debug, Args)]
+pub struct ReconcileArgs {
+    /// YAML files with OCIRepository objects, and the Secrets and ServiceAccounts they reference.
+    #[arg(short = 'f', long = "file", required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Artifact store; the previous status of each object is kept here too.
+    #[arg(long, default_value = ".ocisource")]
+    pub storage: PathBuf,
+    /// Address written into artifact URLs.
+    #[arg(long, default_value = "localhost:9090")]
+    pub storage_adv_addr: String,
+    /// Format of the printed objects.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Yaml)]
+    pub output: OutputFormat,
+    /// Print the number of registry requests to stderr.
+    #[arg(long)]
+    pub stats: bool,
 }
 
 /// Output format of printed objects.

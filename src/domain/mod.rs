@@ -8,5 +8,6 @@ pub mod layers;
 pub mod limits;
 pub mod manifest;
 pub mod reference;
+pub mod requeue;
 pub mod secret;
 pub mod semver_range;

@@ -1,0 +1,101 @@
+//! The composition root: the ONLY place that names concrete adapters (the HTTP registry
+//! connector, the cosign verifier, the disk store, the Kubernetes client). Each command
+//! builds what it needs from validated CLI settings and runs; errors come back as
+//! [`AppError`] with the exit code a shell user can act on.
+
+mod pull;
+mod push;
+mod reconcile_cmd;
+mod registry_args;
+mod verify_cmd;
+
+use std::process::ExitCode;
+
+use crate::cli::{Cli, Command, LogEncoding};
+
+/// What went wrong, and the exit code it maps to.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// Bad flags, URL, spec or input file: exit 2.
+    #[error("{0}")]
+    Input(String),
+    /// Signature verification failed: exit 3.
+    #[error("{0}")]
+    Verification(String),
+    /// The operation failed (registry, storage, artifact content): exit 1.
+    #[error("{0}")]
+    Failed(String),
+    /// One-shot reconcile finished, but not every object is Ready: exit 1, status printed.
+    #[error("{0} of {1} objects are not Ready")]
+    NotReady(usize, usize),
+}
+
+impl AppError {
+    /// The process exit code.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Input(_) => 2,
+            Self::Verification(_) => 3,
+            Self::Failed(_) | Self::NotReady(..) => 1,
+        }
+    }
+}
+
+fn init_tracing(level: &str, encoding: LogEncoding) {
+    let filter = tracing_subscriber::EnvFilter::try_new(level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match encoding {
+        LogEncoding::Json => builder.json().try_init(),
+        LogEncoding::Console => builder.try_init(),
+    };
+}
+
+/// Runs the parsed command line; prints the error chain once; returns the exit code.
+pub fn main(cli: Cli) -> ExitCode {
+    init_tracing(&cli.log_level, cli.log_encoding);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: failed to start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Pull(args) => pull::run(args).await,
+            Command::Push(args) => push::run(args).await,
+            Command::Verify(args) => verify_cmd::run(args).await,
+            Command::Reconcile(args) => reconcile_cmd::run(args).await,
+            Command::Crd => {
+                print!("{}", crate::api::crds_yaml());
+                Ok(())
+            }
+            Command::Rbac => {
+                print!("{}", crate::api::rbac::rules_yaml());
+                Ok(())
+            }
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// Prints `value` as YAML or JSON on stdout.
+pub(crate) fn print<T: serde::Serialize>(value: &T, format: crate::cli::OutputFormat) -> Result<(), AppError> {
+    let text = match format {
+        crate::cli::OutputFormat::Yaml => serde_yaml::to_string(value).map_err(|e| AppError::Failed(e.to_string()))?,
+        crate::cli::OutputFormat::Json => {
+            let mut s = serde_json::to_string_pretty(value).map_err(|e| AppError::Failed(e.to_string()))?;
+            s.push('\n');
+            s
+        }
+    };
+    print!("{text}");
+    Ok(())
+}

@@ -1,0 +1,133 @@
+//! `ocisource pull`: resolve, verify (when asked), stream every selected layer into one
+//! tar.gz at `-o`, print the Artifact.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::cli::{LayerOperationArg, PullArgs};
+use crate::domain::layers::{LayerOperation, LayerSelector};
+use crate::domain::limits::Limits;
+use crate::domain::manifest::Platform;
+use crate::domain::reference::{RefSpec, RepositoryUrl};
+use crate::pipeline::{self, StoreRequest};
+use crate::ports::{Registry, RegistryConnector};
+use crate::reconcile::error::chain;
+use crate::registry::HttpConnector;
+use crate::storage::Storage;
+
+use super::{registry_args, verify_cmd, AppError};
+
+/// What `pull` prints: Flux's Artifact fields plus where the file went.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PulledArtifact {
+    /// `<tag>@sha256:…` or the digest.
+    pub revision: String,
+    /// sha256 of the written tar.gz.
+    pub digest: String,
+    /// Bytes written.
+    pub size: u64,
+    /// The file written.
+    pub path: String,
+    /// The repository.
+    pub url: String,
+    /// Digest of the image manifest used (after platform choice).
+    pub manifest_digest: String,
+    /// Layers merged (or 1 for copy).
+    pub layers: usize,
+    /// The manifest's annotations.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: BTreeMap<String, String>,
+    /// How the signature was verified, when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verified: Option<String>,
+}
+
+fn input(e: impl std::fmt::Display) -> AppError {
+    AppError::Input(e.to_string())
+}
+
+/// Runs `pull`.
+pub async fn run(args: PullArgs) -> Result<(), AppError> {
+    let url = RepositoryUrl::parse(&args.url).map_err(input)?;
+    let reference = RefSpec::from_fields(
+        args.tag.as_deref(),
+        args.semver.as_deref(),
+        args.semver_filter.as_deref(),
+        args.digest.as_deref(),
+    )
+    .map_err(input)?;
+    let platform = Platform::parse(&args.platform).map_err(input)?;
+    let selector = LayerSelector {
+        media_type: args.layer_media_type.clone(),
+        operation: match args.layer_operation {
+            LayerOperationArg::Extract => LayerOperation::Extract,
+            LayerOperationArg::Copy => LayerOperation::Copy,
+        },
+    };
+    let policy = verify_cmd::policy(&args.verify)?;
+    let (dir, file) = split_output(&args.output_file)?;
+    let options = registry_args::options(&args.registry, &url.host)?;
+    let registry: Arc<dyn Registry> =
+        HttpConnector::new().connect(&url.host, &url.repository, &options).map_err(input)?;
+
+    let failed = |e: &(dyn std::error::Error + 'static)| AppError::Failed(chain(e));
+    let resolved = pipeline::resolve(registry.as_ref(), &url, &reference).await.map_err(|e| failed(&e))?;
+    let verified = match &policy {
+        Some(p) => Some(verify_cmd::verify(registry.as_ref(), &url, &resolved.digest, p).await?),
+        None => None,
+    };
+    let (manifest, manifest_digest) =
+        pipeline::fetch_manifest(registry.as_ref(), &url, &resolved.digest, &platform).await.map_err(|e| failed(&e))?;
+    let layers = match selector.select(&manifest) {
+        Ok(crate::domain::layers::Selection::Extract(l)) => l.len(),
+        _ => 1,
+    };
+    let storage = Storage::new(dir);
+    let stored = pipeline::store_layers(
+        registry.clone(),
+        StoreRequest {
+            url: &url,
+            manifest: &manifest,
+            manifest_digest: &manifest_digest,
+            selector: &selector,
+            ignore: args.ignore.as_deref(),
+            limits: &Limits::default(),
+            storage: &storage,
+            path: &file,
+        },
+    )
+    .await
+    .map_err(|e| failed(&e))?;
+    super::print(
+        &PulledArtifact {
+            revision: resolved.revision,
+            digest: stored.digest.to_string(),
+            size: stored.size,
+            path: args.output_file.display().to_string(),
+            url: url.to_string(),
+            manifest_digest: manifest_digest.to_string(),
+            layers,
+            metadata: manifest.annotations,
+            verified,
+        },
+        args.output,
+    )
+}
+
+/// The output file's directory and name (the store writes a temp file beside it, then renames).
+fn split_output(path: &Path) -> Result<(std::path::PathBuf, String), AppError> {
+    let file = path
+        .file_name()
+        .and_then(|f| f.to_str())
+        .filter(|f| !f.is_empty())
+        .ok_or_else(|| AppError::Input(format!("invalid -o '{}': expected a file path", path.display())))?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    Ok((dir, file.to_string()))
+}

@@ -1,0 +1,243 @@
+//! One-shot mode, `ocisource reconcile -f FILE...`: the controller's reconcile steps with
+//! no cluster. OCIRepository objects, Secrets and ServiceAccounts come from YAML files;
+//! each object is printed back with its new status; the exit code says whether all are
+//! Ready. The previous status of each object is kept under the storage directory, so a
+//! second run over unchanged digests costs one manifest HEAD per object, as in a cluster.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use kube::ResourceExt;
+use serde::Deserialize;
+
+use crate::api::{OciRepository, OciRepositoryStatus};
+use crate::domain::secret::Redacted;
+use crate::ports::{SecretData, Secrets, SecretsError};
+use crate::reconcile::{self, Context, Report};
+
+/// Failed to read the input files or the saved state.
+#[derive(Debug, thiserror::Error)]
+pub enum OneShotError {
+    /// A file could not be read.
+    #[error("failed to read '{path}'")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A YAML document could not be parsed.
+    #[error("failed to parse document {index} of '{path}': {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// 1-based document number.
+        index: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A document of a kind this mode does not take.
+    #[error("document {index} of '{path}' is a {kind} ({api_version}); expected OCIRepository (ocisource.dev/v1beta1), Secret or ServiceAccount{hint}")]
+    Kind {
+        /// The file.
+        path: PathBuf,
+        /// 1-based document number.
+        index: usize,
+        /// Its kind.
+        kind: String,
+        /// Its apiVersion.
+        api_version: String,
+        /// A migration hint for Flux objects.
+        hint: &'static str,
+    },
+    /// No OCIRepository in the input.
+    #[error("no OCIRepository found in the given files")]
+    Empty,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TypeMeta {
+    #[serde(default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct SecretDoc {
+    metadata: Meta,
+    #[serde(default)]
+    data: BTreeMap<String, String>,
+    #[serde(default)]
+    string_data: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct ServiceAccountDoc {
+    metadata: Meta,
+    #[serde(default)]
+    image_pull_secrets: Vec<NameRef>,
+}
+
+#[derive(Deserialize, Default)]
+struct Meta {
+    name: String,
+    #[serde(default)]
+    namespace: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct NameRef {
+    name: String,
+}
+
+/// Secrets and ServiceAccounts read from files.
+#[derive(Default)]
+pub struct FileSecrets {
+    secrets: BTreeMap<(String, String), SecretData>,
+    service_accounts: BTreeMap<(String, String), Vec<String>>,
+}
+
+#[async_trait]
+impl Secrets for FileSecrets {
+    async fn secret(&self, namespace: &str, name: &str) -> Result<SecretData, SecretsError> {
+        self.secrets.get(&(namespace.to_string(), name.to_string())).cloned().ok_or_else(|| SecretsError::NotFound {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        })
+    }
+
+    async fn image_pull_secrets(&self, namespace: &str, service_account: &str) -> Result<Vec<String>, SecretsError> {
+        self.service_accounts
+            .get(&(namespace.to_string(), service_account.to_string()))
+            .cloned()
+            .ok_or_else(|| SecretsError::NotFound {
+                namespace: namespace.to_string(),
+                name: format!("serviceaccount/{service_account}"),
+            })
+    }
+}
+
+/// The parsed input: objects in file order, and the Secrets they may reference.
+pub struct Input {
+    /// OCIRepository objects.
+    pub objects: Vec<OciRepository>,
+    /// Secrets and ServiceAccounts.
+    pub secrets: FileSecrets,
+}
+
+/// Reads every YAML document of `paths`.
+pub fn read_inputs(paths: &[PathBuf]) -> Result<Input, OneShotError> {
+    let mut objects = Vec::new();
+    let mut secrets = FileSecrets::default();
+    for path in paths {
+        let text = std::fs::read_to_string(path).map_err(|source| OneShotError::Read { path: path.clone(), source })?;
+        for (i, doc) in serde_yaml::Deserializer::from_str(&text).enumerate() {
+            let index = i + 1;
+            let perr = |e: &dyn std::fmt::Display| OneShotError::Parse { path: path.clone(), index, message: e.to_string() };
+            let value = serde_yaml::Value::deserialize(doc).map_err(|e| perr(&e))?;
+            if value.is_null() {
+                continue;
+            }
+            let tm: TypeMeta = serde_yaml::from_value(value.clone()).map_err(|e| perr(&e))?;
+            match (tm.api_version.as_str(), tm.kind.as_str()) {
+                ("ocisource.dev/v1beta1", "OCIRepository") => {
+                    let mut obj: OciRepository = serde_yaml::from_value(value).map_err(|e| perr(&e))?;
+                    if obj.metadata.namespace.is_none() {
+                        obj.metadata.namespace = Some("default".into());
+                    }
+                    obj.metadata.generation.get_or_insert(1);
+                    objects.push(obj);
+                }
+                ("v1", "Secret") => {
+                    let s: SecretDoc = serde_yaml::from_value(value).map_err(|e| perr(&e))?;
+                    let mut data = SecretData::new();
+                    for (k, v) in s.data {
+                        let bytes = base64::engine::general_purpose::STANDARD
+                            .decode(v.trim())
+                            .map_err(|e| perr(&format!("data.{k} is not base64: {e}")))?;
+                        data.insert(k, Redacted::new(bytes));
+                    }
+                    for (k, v) in s.string_data {
+                        data.insert(k, Redacted::new(v.into_bytes()));
+                    }
+                    let ns = s.metadata.namespace.unwrap_or_else(|| "default".into());
+                    secrets.secrets.insert((ns, s.metadata.name), data);
+                }
+                ("v1", "ServiceAccount") => {
+                    let sa: ServiceAccountDoc = serde_yaml::from_value(value).map_err(|e| perr(&e))?;
+                    let ns = sa.metadata.namespace.unwrap_or_else(|| "default".into());
+                    secrets
+                        .service_accounts
+                        .insert((ns, sa.metadata.name), sa.image_pull_secrets.into_iter().map(|r| r.name).collect());
+                }
+                (api_version, kind) => {
+                    return Err(OneShotError::Kind {
+                        path: path.clone(),
+                        index,
+                        kind: kind.to_string(),
+                        api_version: api_version.to_string(),
+                        hint: if api_version.starts_with("source.toolkit.fluxcd.io/") && kind == "OCIRepository" {
+                            "; to migrate a Flux OCIRepository, change its apiVersion to ocisource.dev/v1beta1"
+                        } else {
+                            ""
+                        },
+                    })
+                }
+            }
+        }
+    }
+    if objects.is_empty() {
+        return Err(OneShotError::Empty);
+    }
+    Ok(Input { objects, secrets })
+}
+
+fn state_path(storage_root: &Path, obj: &OciRepository) -> PathBuf {
+    storage_root
+        .join(".state")
+        .join(obj.namespace().unwrap_or_default())
+        .join(format!("{}.json", obj.name_any()))
+}
+
+/// The status saved by the previous run, when the object carries none.
+pub fn load_state(storage_root: &Path, obj: &mut OciRepository) {
+    if obj.status.is_some() {
+        return;
+    }
+    let saved: Option<OciRepositoryStatus> =
+        std::fs::read(state_path(storage_root, obj)).ok().and_then(|b| serde_json::from_slice(&b).ok());
+    obj.status = saved;
+}
+
+/// Saves the status for the next run (write to a temp file, then rename).
+pub fn save_state(storage_root: &Path, obj: &OciRepository) -> std::io::Result<()> {
+    let path = state_path(storage_root, obj);
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_else(|| storage_root.to_path_buf());
+    std::fs::create_dir_all(&dir)?;
+    let tmp = tempfile::NamedTempFile::new_in(&dir)?;
+    serde_json::to_writer(tmp.as_file(), &obj.status).map_err(std::io::Error::other)?;
+    tmp.persist(&path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Reconciles every object once, in order, and returns them with their reports.
+pub async fn run(objects: Vec<OciRepository>, ctx: &Context) -> Vec<(OciRepository, Report)> {
+    let mut out = Vec::with_capacity(objects.len());
+    for mut obj in objects {
+        load_state(ctx.storage.root(), &mut obj);
+        let report = reconcile::reconcile(&obj, ctx, chrono::Utc::now()).await;
+        obj.status = Some(report.status.clone());
+        if let Err(e) = save_state(ctx.storage.root(), &obj) {
+            tracing::warn!(object = %obj.name_any(), error = %e, "failed to save one-shot state");
+        }
+        out.push((obj, report));
+    }
+    out
+}

@@ -1,0 +1,93 @@
+//! The artifact step: fetch the manifest, stream the selected layers into the store,
+//! describe the result as Flux's `Artifact`, and garbage-collect older artifacts.
+//! The stored file is renamed into place only when complete; on any failure the last
+//! good artifact stays where it was.
+
+use std::time::SystemTime;
+
+use chrono::{DateTime, Utc};
+
+use crate::api::conditions::to_time;
+use crate::api::ocirepository::LayerOperation as ApiOperation;
+use crate::api::{Artifact, OciRepository, OciRepositoryStatus};
+use crate::domain::layers::{LayerOperation, LayerSelector};
+use crate::domain::manifest::Platform;
+use crate::pipeline::{self, StoreRequest};
+use crate::storage::Storage;
+
+use super::context::Context;
+use super::error::ReconcileError;
+use super::source::Source;
+
+/// The layer selector the spec asks for.
+pub fn layer_selector(obj: &OciRepository) -> LayerSelector {
+    let sel = obj.spec.layer_selector.clone().unwrap_or_default();
+    LayerSelector {
+        media_type: sel.media_type.filter(|m| !m.is_empty()),
+        operation: match sel.effective_operation() {
+            ApiOperation::Extract => LayerOperation::Extract,
+            ApiOperation::Copy => LayerOperation::Copy,
+        },
+    }
+}
+
+/// True when the stored artifact already reflects this revision and these settings.
+pub fn is_current(obj: &OciRepository, previous: &OciRepositoryStatus, source: &Source, ctx: &Context) -> bool {
+    let Some(artifact) = &previous.artifact else { return false };
+    artifact.revision == source.resolved.revision
+        && previous.observed_ignore == obj.spec.ignore
+        && previous.observed_layer_selector == obj.spec.layer_selector
+        && previous.observed_platform == obj.spec.platform
+        && ctx.storage.exists(&artifact.path)
+}
+
+/// Pulls and stores a new artifact.
+pub async fn store(
+    obj: &OciRepository,
+    namespace: &str,
+    name: &str,
+    source: &Source,
+    ctx: &Context,
+    now: DateTime<Utc>,
+) -> Result<Artifact, ReconcileError> {
+    let platform_text = obj.spec.platform.clone().unwrap_or_else(|| ctx.settings.default_platform.clone());
+    let platform = Platform::parse(&platform_text)
+        .map_err(|e| crate::api::validate::InvalidSpec::platform(e.to_string()))?;
+    let (manifest, manifest_digest) =
+        pipeline::fetch_manifest(source.registry.as_ref(), &source.url, &source.resolved.digest, &platform).await?;
+    let path = Storage::artifact_path(namespace, name, &format!("{}.tar.gz", source.resolved.digest.hex()));
+    let selector = layer_selector(obj);
+    let stored = pipeline::store_layers(
+        source.registry.clone(),
+        StoreRequest {
+            url: &source.url,
+            manifest: &manifest,
+            manifest_digest: &manifest_digest,
+            selector: &selector,
+            ignore: obj.spec.ignore.as_deref(),
+            limits: &ctx.settings.limits,
+            storage: &ctx.storage,
+            path: &path,
+        },
+    )
+    .await?;
+    let dir = Storage::object_dir(namespace, name);
+    if let Err(e) = ctx.storage.garbage_collect(
+        &dir,
+        &stored.path,
+        ctx.settings.retention_records,
+        ctx.settings.retention_ttl,
+        SystemTime::now(),
+    ) {
+        tracing::warn!(object = %format!("{namespace}/{name}"), error = %e, "artifact garbage collection failed");
+    }
+    Ok(Artifact {
+        url: format!("http://{}/{}", ctx.settings.advertised_addr, stored.path),
+        path: stored.path,
+        revision: source.resolved.revision.clone(),
+        digest: stored.digest.to_string(),
+        last_update_time: to_time(now),
+        size: i64::try_from(stored.size).ok(),
+        metadata: (!manifest.annotations.is_empty()).then(|| manifest.annotations.clone()),
+    })
+}

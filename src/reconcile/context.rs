@@ -1,0 +1,115 @@
+//! What every reconcile needs: the ports (registry, verifier, Secrets), the artifact
+//! store, the controller settings, and small in-memory caches (verified digests and
+//! consecutive failures). The composition root (`app`) builds it; tests build their own.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::domain::limits::Limits;
+use crate::ports::{RegistryConnector, Secrets, SignatureVerifier};
+use crate::server::Metrics;
+use crate::storage::Storage;
+
+/// Controller settings that apply to every object.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// `host[:port]` written into artifact URLs (`--storage-adv-addr`).
+    pub advertised_addr: String,
+    /// Artifacts kept per object (`--artifact-retention-records`).
+    pub retention_records: usize,
+    /// Age after which older artifacts go (`--artifact-retention-ttl`).
+    pub retention_ttl: Duration,
+    /// Caps on what is read from registries.
+    pub limits: Limits,
+    /// Platform chosen from an image index when `spec.platform` is unset.
+    pub default_platform: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            advertised_addr: "localhost:9090".into(),
+            retention_records: 2,
+            retention_ttl: Duration::from_secs(60),
+            limits: Limits::default(),
+            default_platform: "linux/amd64".into(),
+        }
+    }
+}
+
+/// Shared state of the reconciler.
+pub struct Context {
+    /// Opens registry sessions.
+    pub connector: Arc<dyn RegistryConnector>,
+    /// Verifies signatures.
+    pub verifier: Arc<dyn SignatureVerifier>,
+    /// Reads Secrets and ServiceAccounts.
+    pub secrets: Arc<dyn Secrets>,
+    /// The artifact store.
+    pub storage: Storage,
+    /// Settings.
+    pub settings: Settings,
+    /// Prometheus metrics.
+    pub metrics: Arc<Metrics>,
+    verified: Mutex<HashMap<String, String>>,
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Context {
+    /// A context with empty caches.
+    pub fn new(
+        connector: Arc<dyn RegistryConnector>,
+        verifier: Arc<dyn SignatureVerifier>,
+        secrets: Arc<dyn Secrets>,
+        storage: Storage,
+        settings: Settings,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Self {
+            connector,
+            verifier,
+            secrets,
+            storage,
+            settings,
+            metrics,
+            verified: Mutex::default(),
+            failures: Mutex::default(),
+        }
+    }
+
+    /// The cached verdict message for a (digest, policy) key.
+    pub(crate) fn verified(&self, key: &str) -> Option<String> {
+        self.verified.lock().ok()?.get(key).cloned()
+    }
+
+    /// Caches a verdict.
+    pub(crate) fn remember_verified(&self, key: String, message: String) {
+        if let Ok(mut m) = self.verified.lock() {
+            // Bounded: a controller with many objects keeps the latest verdicts only.
+            if m.len() > 10_000 {
+                m.clear();
+            }
+            m.insert(key, message);
+        }
+    }
+
+    /// Records a failure of `object` and returns how many in a row it has had.
+    pub(crate) fn failed(&self, object: &str) -> u32 {
+        self.failures
+            .lock()
+            .map(|mut m| {
+                let n = m.entry(object.to_string()).or_insert(0);
+                *n = n.saturating_add(1);
+                *n
+            })
+            .unwrap_or(1)
+    }
+
+    /// Forgets the failures of `object` after a success.
+    pub(crate) fn succeeded(&self, object: &str) {
+        if let Ok(mut m) = self.failures.lock() {
+            m.remove(object);
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! Turns the spec's references (`secretRef`, `serviceAccountName`, `certSecretRef`,
+//! `proxySecretRef`, `verify.secretRef`, `verify.trustedRootSecretRef`) into registry
+//! options and a verification policy. Secrets are read through [`crate::ports::Secrets`]
+//! on every reconcile and never written anywhere.
+
+use std::collections::BTreeMap;
+
+use crate::api::OciRepository;
+use crate::domain::secret::{Credentials, Redacted};
+use crate::domain::verification::{VerifyPolicy, VerifySpec};
+use crate::ports::{ClientIdentity, ProxySettings, RegistryOptions, SecretData, Secrets};
+use crate::registry::docker_config::DockerConfig;
+
+use super::error::ReconcileError;
+
+/// Keys a dockerconfigjson Secret may hold its JSON under.
+const DOCKER_CONFIG_KEYS: [&str; 2] = [".dockerconfigjson", "config.json"];
+
+fn value<'a>(data: &'a SecretData, key: &str) -> Option<&'a [u8]> {
+    data.get(key).map(|v| v.expose().as_slice())
+}
+
+fn text(data: &SecretData, key: &str) -> Option<String> {
+    value(data, key).map(|v| String::from_utf8_lossy(v).trim().to_string()).filter(|s| !s.is_empty())
+}
+
+async fn read(
+    secrets: &dyn Secrets,
+    namespace: &str,
+    name: &str,
+    field: &'static str,
+) -> Result<SecretData, ReconcileError> {
+    secrets.secret(namespace, name).await.map_err(|source| ReconcileError::Secret { field, source })
+}
+
+fn docker_credentials(
+    data: &SecretData,
+    secret: &str,
+    field: &'static str,
+    host: &str,
+) -> Result<Option<Credentials>, ReconcileError> {
+    let json = DOCKER_CONFIG_KEYS.iter().find_map(|k| value(data, k)).ok_or_else(|| {
+        ReconcileError::SecretContent {
+            field,
+            secret: secret.to_string(),
+            problem: "no '.dockerconfigjson' key: create it with 'kubectl create secret docker-registry'".into(),
+        }
+    })?;
+    let bad = |e: &dyn std::fmt::Display| ReconcileError::SecretContent {
+        field,
+        secret: secret.to_string(),
+        problem: e.to_string(),
+    };
+    DockerConfig::parse(json).map_err(|e| bad(&e))?.credentials_for(host).map_err(|e| bad(&e))
+}
+
+/// Registry options for `obj` and registry `host`, from the spec and its Secrets.
+pub async fn registry_options(
+    obj: &OciRepository,
+    namespace: &str,
+    host: &str,
+    secrets: &dyn Secrets,
+) -> Result<RegistryOptions, ReconcileError> {
+    let spec = &obj.spec;
+    let mut options = RegistryOptions {
+        insecure: spec.insecure,
+        timeout: spec.timeout_duration(),
+        ..RegistryOptions::default()
+    };
+    if let Some(r) = &spec.secret_ref {
+        let data = read(secrets, namespace, &r.name, "spec.secretRef").await?;
+        options.credentials = docker_credentials(&data, &r.name, "spec.secretRef", host)?;
+    }
+    if options.credentials.is_none() {
+        if let Some(sa) = &spec.service_account_name {
+            let names = secrets
+                .image_pull_secrets(namespace, sa)
+                .await
+                .map_err(|source| ReconcileError::Secret { field: "spec.serviceAccountName", source })?;
+            for name in names {
+                let data = read(secrets, namespace, &name, "spec.serviceAccountName").await?;
+                if let Some(c) = docker_credentials(&data, &name, "spec.serviceAccountName", host)? {
+                    options.credentials = Some(c);
+                    break;
+                }
+            }
+        }
+    }
+    if let Some(r) = &spec.cert_secret_ref {
+        let data = read(secrets, namespace, &r.name, "spec.certSecretRef").await?;
+        options.ca_pem = value(&data, "ca.crt").map(<[u8]>::to_vec);
+        options.client_identity = match (value(&data, "tls.crt"), value(&data, "tls.key")) {
+            (Some(cert), Some(key)) => {
+                Some(ClientIdentity { cert_pem: cert.to_vec(), key_pem: Redacted::new(key.to_vec()) })
+            }
+            (None, None) => None,
+            _ => {
+                return Err(ReconcileError::SecretContent {
+                    field: "spec.certSecretRef",
+                    secret: r.name.clone(),
+                    problem: "'tls.crt' and 'tls.key' must be set together".into(),
+                })
+            }
+        };
+        if options.ca_pem.is_none() && options.client_identity.is_none() {
+            return Err(ReconcileError::SecretContent {
+                field: "spec.certSecretRef",
+                secret: r.name.clone(),
+                problem: "neither 'ca.crt' nor 'tls.crt'/'tls.key' is set".into(),
+            });
+        }
+    }
+    if let Some(r) = &spec.proxy_secret_ref {
+        let data = read(secrets, namespace, &r.name, "spec.proxySecretRef").await?;
+        let address = text(&data, "address").ok_or_else(|| ReconcileError::SecretContent {
+            field: "spec.proxySecretRef",
+            secret: r.name.clone(),
+            problem: "'address' is required, e.g. http://proxy.example.com:3128".into(),
+        })?;
+        let credentials = text(&data, "username").map(|username| Credentials {
+            username,
+            password: Redacted::new(text(&data, "password").unwrap_or_default()),
+        });
+        options.proxy = Some(ProxySettings { address, credentials });
+    }
+    Ok(options)
+}
+
+/// The verification policy of `spec.verify`, or `None` when it is not set.
+pub async fn verify_policy(
+    obj: &OciRepository,
+    namespace: &str,
+    secrets: &dyn Secrets,
+) -> Result<Option<VerifyPolicy>, ReconcileError> {
+    let Some(verify) = &obj.spec.verify else { return Ok(None) };
+    let keys: Option<(String, BTreeMap<String, Vec<u8>>)> = match &verify.secret_ref {
+        Some(r) => {
+            let data = read(secrets, namespace, &r.name, "spec.verify.secretRef").await?;
+            Some((r.name.clone(), data.into_iter().map(|(k, v)| (k, v.expose().clone())).collect()))
+        }
+        None => None,
+    };
+    let trusted_root_json = match &verify.trusted_root_secret_ref {
+        Some(r) => {
+            let data = read(secrets, namespace, &r.name, "spec.verify.trustedRootSecretRef").await?;
+            Some(value(&data, "trusted_root.json").map(<[u8]>::to_vec).ok_or_else(|| {
+                ReconcileError::SecretContent {
+                    field: "spec.verify.trustedRootSecretRef",
+                    secret: r.name.clone(),
+                    problem: "no 'trusted_root.json' key".into(),
+                }
+            })?)
+        }
+        None => None,
+    };
+    let identities: Vec<(String, String)> =
+        verify.match_oidc_identity.iter().map(|m| (m.issuer.clone(), m.subject.clone())).collect();
+    let provider = match verify.provider {
+        crate::api::ocirepository::VerificationProvider::Cosign => "cosign",
+        crate::api::ocirepository::VerificationProvider::Notation => "notation",
+    };
+    VerifyPolicy::from_spec(VerifySpec {
+        provider,
+        secret: keys.as_ref().map(|(n, d)| (n.as_str(), d)),
+        identities: &identities,
+        trusted_root_json,
+    })
+    .map(Some)
+    .map_err(ReconcileError::VerifyPolicy)
+}

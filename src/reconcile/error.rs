@@ -1,0 +1,117 @@
+//! Reconcile errors: each knows the condition it is reported under (the failed step), its
+//! reason, and what happens next (stall until the spec changes, or retry with backoff),
+//! as Flux's `internal/error` does. Messages join the source chain with ": ".
+
+use std::error::Error as StdError;
+use std::time::Duration;
+
+use crate::api::conditions::reason;
+use crate::api::validate::InvalidSpec;
+use crate::domain::status::{Disposition, FailedStep, Failure};
+use crate::domain::verification::PolicyError;
+use crate::pipeline::{PipelineError, PipelineErrorKind};
+use crate::ports::{RegistryError, SecretsError};
+use crate::storage::StorageError;
+use crate::verify::VerifyError;
+
+/// A failed reconcile of one OCIRepository.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The spec is invalid; nothing helps until it changes.
+    #[error(transparent)]
+    InvalidSpec(#[from] InvalidSpec),
+    /// A referenced Secret or ServiceAccount could not be read.
+    #[error("failed to read {field}")]
+    Secret {
+        /// The spec field naming it, e.g. `spec.secretRef`.
+        field: &'static str,
+        /// Cause.
+        #[source]
+        source: SecretsError,
+    },
+    /// A referenced Secret's content is unusable.
+    #[error("invalid {field} '{secret}': {problem}")]
+    SecretContent {
+        /// The spec field naming it.
+        field: &'static str,
+        /// Secret name.
+        secret: String,
+        /// What is wrong and what to do.
+        problem: String,
+    },
+    /// The registry client could not be built (bad CA, bad proxy URL).
+    #[error("failed to configure the registry client")]
+    Client(#[source] RegistryError),
+    /// Resolving, fetching or storing failed.
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
+    /// `spec.verify` is unusable.
+    #[error("invalid spec.verify")]
+    VerifyPolicy(#[source] PolicyError),
+    /// Signature verification failed.
+    #[error(transparent)]
+    Verify(#[from] VerifyError),
+    /// The reconcile took longer than `spec.timeout`.
+    #[error("failed to reconcile within spec.timeout ({0:?}); the last artifact stays served")]
+    Timeout(Duration),
+    /// The artifact store failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// `err` and its sources joined with ": " (Flux's `%w` chains).
+pub fn chain(err: &(dyn StdError + 'static)) -> String {
+    let mut parts = vec![err.to_string()];
+    let mut cur = err.source();
+    while let Some(e) = cur {
+        let s = e.to_string();
+        // `#[error(transparent)]` repeats its source's text: skip exact repeats.
+        if parts.last() != Some(&s) {
+            parts.push(s);
+        }
+        cur = e.source();
+    }
+    parts.join(": ")
+}
+
+impl ReconcileError {
+    fn classify(&self) -> (FailedStep, &'static str, Disposition) {
+        use Disposition::{Retry, Stalled};
+        use FailedStep::{Fetch, Storage, Verify};
+        match self {
+            Self::InvalidSpec(e) => (Fetch, e.reason(), Stalled),
+            Self::Secret { .. } | Self::SecretContent { .. } | Self::Client(_) => {
+                (Fetch, reason::AUTHENTICATION_FAILED, Retry)
+            }
+            Self::Pipeline(e) => match e.kind() {
+                PipelineErrorKind::Authentication => (Fetch, reason::AUTHENTICATION_FAILED, Retry),
+                PipelineErrorKind::Pull => (Fetch, reason::OCI_ARTIFACT_PULL_FAILED, Retry),
+                PipelineErrorKind::LayerOperation => {
+                    (Fetch, reason::OCI_ARTIFACT_LAYER_OPERATION_FAILED, Retry)
+                }
+                PipelineErrorKind::Storage => (Storage, reason::STORAGE_OPERATION_FAILED, Retry),
+            },
+            Self::VerifyPolicy(_) => (Verify, reason::VERIFICATION_ERROR, Stalled),
+            Self::Verify(VerifyError::Spec(_)) => (Verify, reason::VERIFICATION_ERROR, Stalled),
+            Self::Verify(_) => (Verify, reason::VERIFICATION_ERROR, Retry),
+            Self::Timeout(_) => (Fetch, reason::OCI_ARTIFACT_PULL_FAILED, Retry),
+            Self::Storage(_) => (Storage, reason::STORAGE_OPERATION_FAILED, Retry),
+        }
+    }
+
+    /// The condition reason this error is reported with.
+    pub fn reason(&self) -> &'static str {
+        self.classify().1
+    }
+
+    /// Stalled (wait for a spec change) or retry.
+    pub fn disposition(&self) -> Disposition {
+        self.classify().2
+    }
+
+    /// The failure as the status fold wants it.
+    pub fn failure(&self, new_revision: Option<String>) -> Failure {
+        let (step, reason, disposition) = self.classify();
+        Failure { step, reason: reason.to_string(), message: chain(self), disposition, new_revision }
+    }
+}

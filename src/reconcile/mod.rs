@@ -1,0 +1,165 @@
+//! The reconciler of one `OCIRepository`, free of Kubernetes I/O so that the controller
+//! and the one-shot `ocisource reconcile -f` run the very same steps:
+//! `source::resolve` → (unchanged? stop) → `source::verify` → `artifact::store`, then one
+//! pure fold of the outcome into the status (`domain::status::fold`) and the requeue.
+//! The caller writes the status once, emits the events and publishes the
+//! ExternalArtifact. Adapters are reached only through `ports`.
+
+pub mod artifact;
+pub mod context;
+pub mod credentials;
+pub mod error;
+pub mod source;
+
+use std::hash::{Hash, Hasher};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use kube::ResourceExt;
+
+use crate::api::conditions::{all_to_k8s, from_k8s};
+use crate::api::ocirepository::RECONCILE_REQUESTED_AT;
+use crate::api::{Artifact, OciRepository, OciRepositoryStatus};
+use crate::domain::requeue;
+use crate::domain::status::{self, Disposition, Event, Outcome, Verification};
+
+pub use context::{Context, Settings};
+pub use error::ReconcileError;
+
+/// When to reconcile again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Requeue {
+    /// After this long.
+    After(Duration),
+    /// Only when the object changes (stalled or suspended).
+    AwaitChange,
+}
+
+/// Everything one reconcile produced.
+#[derive(Debug)]
+pub struct Report {
+    /// The new status, to be written once.
+    pub status: OciRepositoryStatus,
+    /// Events to emit, reason = condition reason.
+    pub events: Vec<Event>,
+    /// When to come back.
+    pub requeue: Requeue,
+    /// The error, if the reconcile failed (already folded into `status`).
+    pub error: Option<ReconcileError>,
+    /// True when a new artifact was stored (not just confirmed unchanged).
+    pub pulled: bool,
+}
+
+impl Report {
+    /// True when Ready is True.
+    pub fn ready(&self) -> bool {
+        self.status.conditions.iter().any(|c| c.type_ == crate::api::conditions::READY && c.status == "True")
+    }
+}
+
+struct Success {
+    artifact: Artifact,
+    verification: Verification,
+    pulled: bool,
+}
+
+fn jitter_seed(key: &str, now: DateTime<Utc>) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut h);
+    now.timestamp_nanos_opt().unwrap_or_default().hash(&mut h);
+    h.finish()
+}
+
+async fn steps(
+    obj: &OciRepository,
+    namespace: &str,
+    name: &str,
+    previous: &OciRepositoryStatus,
+    ctx: &Context,
+    now: DateTime<Utc>,
+) -> Result<Success, (ReconcileError, Option<String>)> {
+    let src = source::resolve(obj, namespace, ctx).await.map_err(|e| (e, None))?;
+    let revision = Some(src.resolved.revision.clone());
+    let verdict = source::verify(&src, obj, previous, ctx).await.map_err(|e| (e, revision.clone()))?;
+    let verification = match verdict {
+        Some(message) => Verification::Verified { message },
+        None => Verification::NotConfigured,
+    };
+    if artifact::is_current(obj, previous, &src, ctx) {
+        if let Some(a) = &previous.artifact {
+            return Ok(Success { artifact: a.clone(), verification, pulled: false });
+        }
+    }
+    let artifact = artifact::store(obj, namespace, name, &src, ctx, now).await.map_err(|e| (e, revision))?;
+    Ok(Success { artifact, verification, pulled: true })
+}
+
+/// Reconciles `obj` once at time `now`. Never fails: failures are folded into the status
+/// of the returned report, and the last good artifact stays in it.
+pub async fn reconcile(obj: &OciRepository, ctx: &Context, now: DateTime<Utc>) -> Report {
+    let namespace = obj.namespace().unwrap_or_else(|| "default".into());
+    let name = obj.name_any();
+    let key = format!("{namespace}/{name}");
+    let previous = obj.status.clone().unwrap_or_default();
+    let generation = obj.metadata.generation.unwrap_or(0);
+    let interval = obj.spec.interval_duration().unwrap_or(Duration::from_secs(600));
+
+    if obj.spec.suspend {
+        return Report { status: previous, events: Vec::new(), requeue: Requeue::AwaitChange, error: None, pulled: false };
+    }
+
+    let timeout = obj.spec.timeout_duration().unwrap_or(Duration::from_secs(60));
+    let started = std::time::Instant::now();
+    let result = match tokio::time::timeout(timeout, steps(obj, &namespace, &name, &previous, ctx, now)).await {
+        Ok(r) => r,
+        Err(_) => Err((ReconcileError::Timeout(timeout), None)),
+    };
+
+    let (outcome, success, error) = match result {
+        Ok(s) => (
+            Outcome::Stored {
+                revision: s.artifact.revision.clone(),
+                digest: s.artifact.digest.clone(),
+                verification: s.verification.clone(),
+            },
+            Some(s),
+            None,
+        ),
+        Err((e, new_revision)) => (Outcome::Failed(e.failure(new_revision)), None, Some(e)),
+    };
+    let previous_conditions = from_k8s(&previous.conditions);
+    let decision = status::fold(status::Input {
+        previous: &previous_conditions,
+        previous_digest: previous.artifact.as_ref().map(|a| a.digest.as_str()),
+        previous_revision: previous.artifact.as_ref().map(|a| a.revision.as_str()),
+        generation,
+        now,
+        outcome: &outcome,
+    });
+
+    let mut next = previous.clone();
+    next.conditions = all_to_k8s(&decision.conditions);
+    next.observed_generation = Some(generation);
+    next.last_handled_reconcile_at = obj.annotations().get(RECONCILE_REQUESTED_AT).cloned().or(previous.last_handled_reconcile_at);
+    let pulled = success.as_ref().is_some_and(|s| s.pulled);
+    if let Some(s) = success {
+        next.url = Some(s.artifact.url.clone());
+        ctx.metrics.observe_artifact(&namespace, &name, s.artifact.size.unwrap_or(0));
+        next.artifact = Some(s.artifact);
+        next.observed_ignore = obj.spec.ignore.clone();
+        next.observed_layer_selector = obj.spec.layer_selector.clone();
+        next.observed_platform = obj.spec.platform.clone();
+    }
+
+    let requeue = match &error {
+        None => {
+            ctx.succeeded(&key);
+            Requeue::After(requeue::with_jitter(interval, jitter_seed(&key, now)))
+        }
+        Some(e) if e.disposition() == Disposition::Stalled => Requeue::AwaitChange,
+        Some(_) => Requeue::After(requeue::backoff(ctx.failed(&key), interval)),
+    };
+    let reason = error.as_ref().map(ReconcileError::reason).unwrap_or(crate::api::conditions::reason::SUCCEEDED);
+    ctx.metrics.observe_reconcile(reason, started.elapsed());
+    Report { status: next, events: decision.events, requeue, error, pulled }
+}
