@@ -287,7 +287,8 @@ def scenario4(rep: Report, reg: oci.Registry, aset: dict, out: Path) -> None:
         return
     seen = reqs[-1]
     stats = [l for l in res.samples[-1].stderr.splitlines() if "registry requests" in l]
-    reported = stats[-1].split(":")[-1].strip() if stats else "not printed"
+    # "registry requests: N (M objects, ...)"
+    reported = stats[-1].split(":", 1)[1].split()[0] if stats else "not printed"
     blob_gets = sum(1 for r in seen if r.startswith("GET") and "/blobs/" in r)
     kinds: dict[str, int] = {}
     for r in seen:
