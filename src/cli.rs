@@ -203,6 +203,12 @@ pub struct PullArgs {
     /// Platform to pick from an image index.
     #[arg(long, default_value = "linux/amd64")]
     pub platform: String,
+    /// Refuse artifacts whose layers unpack to more than this many bytes (decompression bombs).
+    #[arg(long, default_value_t = 8 << 30)]
+    pub max_uncompressed_bytes: u64,
+    /// Refuse artifacts whose layers hold more than this many entries.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub max_entries: u64,
     /// Where to write the tar.gz.
     #[arg(short = 'o', long = "output-file", value_name = "FILE.tar.gz")]
     pub output_file: PathBuf,
