@@ -41,10 +41,60 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Reconcile OCIRepository objects from files once, without a cluster.
     Reconcile(ReconcileArgs),
+    /// Run the controller in a cluster.
+    Controller(ControllerArgs),
     /// Print the OCIRepository CustomResourceDefinition.
     Crd,
     /// Print the RBAC rules the controller needs.
     Rbac,
+}
+
+/// `ocisource controller`: flags in the spirit of Flux's source-controller.
+#[derive(Debug, Args)]
+pub struct ControllerArgs {
+    /// Objects reconciled at once.
+    #[arg(long, default_value_t = 4)]
+    pub concurrent: u16,
+    /// Artifact store directory.
+    #[arg(long, default_value = "/data")]
+    pub storage_path: PathBuf,
+    /// Address the artifact server listens on.
+    #[arg(long, default_value = "0.0.0.0:9090")]
+    pub storage_addr: String,
+    /// Address written into artifact URLs (host[:port]); default: the pod's service name.
+    #[arg(long, env = "STORAGE_ADV_ADDR")]
+    pub storage_adv_addr: Option<String>,
+    /// Age after which older artifacts are garbage-collected.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub artifact_retention_ttl: std::time::Duration,
+    /// Artifacts kept per object.
+    #[arg(long, default_value_t = 2)]
+    pub artifact_retention_records: usize,
+    /// Watch OCIRepositories in every namespace (else only the runtime namespace).
+    #[arg(long)]
+    pub watch_all_namespaces: bool,
+    /// Only reconcile objects matching this label selector (sharding).
+    #[arg(long)]
+    pub watch_label_selector: Option<String>,
+    /// Refuse references to objects in other namespaces. OCIRepository only references
+    /// Secrets in its own namespace, so this is accepted for compatibility with Flux.
+    #[arg(long)]
+    pub no_cross_namespace_refs: bool,
+    /// Take a Lease before reconciling, so only one replica works at a time.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// Address of the Prometheus /metrics endpoint.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub metrics_addr: String,
+    /// Address of /healthz and /readyz.
+    #[arg(long, default_value = "0.0.0.0:9440")]
+    pub health_addr: String,
+    /// Publish a Flux ExternalArtifact for each OCIRepository.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub external_artifact: bool,
+    /// Namespace of this controller (for the Lease and the default watch scope).
+    #[arg(long, env = "RUNTIME_NAMESPACE", default_value = "ocisource-system")]
+    pub runtime_namespace: String,
 }
 
 /// `ocisource reconcile`.
@@ -153,6 +203,12 @@ pub struct PullArgs {
     /// Platform to pick from an image index.
     #[arg(long, default_value = "linux/amd64")]
     pub platform: String,
+    /// Refuse artifacts whose layers unpack to more than this many bytes (decompression bombs).
+    #[arg(long, default_value_t = 8 << 30)]
+    pub max_uncompressed_bytes: u64,
+    /// Refuse artifacts whose layers hold more than this many entries.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub max_entries: u64,
     /// Where to write the tar.gz.
     #[arg(short = 'o', long = "output-file", value_name = "FILE.tar.gz")]
     pub output_file: PathBuf,

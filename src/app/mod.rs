@@ -3,6 +3,7 @@
 //! builds what it needs from validated CLI settings and runs; errors come back as
 //! [`AppError`] with the exit code a shell user can act on.
 
+mod controller_cmd;
 mod pull;
 mod push;
 mod reconcile_cmd;
@@ -67,6 +68,7 @@ pub fn main(cli: Cli) -> ExitCode {
             Command::Push(args) => push::run(args).await,
             Command::Verify(args) => verify_cmd::run(args).await,
             Command::Reconcile(args) => reconcile_cmd::run(args).await,
+            Command::Controller(args) => controller_cmd::run(args).await,
             Command::Crd => {
                 print!("{}", crate::api::crds_yaml());
                 Ok(())

@@ -95,7 +95,11 @@ pub async fn run(args: PullArgs) -> Result<(), AppError> {
             manifest_digest: &manifest_digest,
             selector: &selector,
             ignore: args.ignore.as_deref(),
-            limits: &Limits::default(),
+            limits: &Limits {
+                max_uncompressed_bytes: args.max_uncompressed_bytes,
+                max_entries: args.max_entries,
+                ..Limits::default()
+            },
             storage: &storage,
             path: &file,
         },

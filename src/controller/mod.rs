@@ -1,0 +1,200 @@
+//! The Kubernetes side of the controller: kube-runtime's `Controller` over OCIRepository
+//! objects, the finalizer, ONE status patch per reconcile, events, and the Flux
+//! `ExternalArtifact` kept in step. All decisions are made by `crate::reconcile`, which
+//! has no Kubernetes I/O; this module only reads and writes the API.
+
+pub mod external_artifact;
+pub mod leader;
+pub mod secrets;
+pub mod startup;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
+use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
+use kube::runtime::finalizer::{finalizer, Event as Finalizer};
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource, ResourceExt};
+
+use crate::api::ocirepository::FINALIZER;
+use crate::api::{OciRepository, OciRepositoryStatus};
+use crate::domain::status::EventType;
+use crate::reconcile::{self, Context, Requeue};
+use crate::storage::Storage;
+
+/// Field manager name for server-side apply and patches.
+pub const MANAGER: &str = "ocisource";
+
+/// What the Kubernetes side needs besides the reconcile context.
+pub struct KubeContext {
+    /// API client.
+    pub client: Client,
+    /// The reconcile context.
+    pub core: Arc<Context>,
+    /// Event recorder.
+    pub recorder: Recorder,
+    /// Publish ExternalArtifacts (`--external-artifact`).
+    pub external_artifact: bool,
+    /// Set once the ExternalArtifact API was found missing, so it is said once.
+    pub external_artifact_missing: AtomicBool,
+}
+
+/// Kubernetes I/O failures (the reconcile's own failures are in the status, not here).
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// Writing the status failed.
+    #[error("failed to patch status of {object}")]
+    PatchStatus {
+        /// `namespace/name`.
+        object: String,
+        /// Cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// Removing the object's artifacts failed.
+    #[error("failed to remove artifacts of {object}")]
+    Cleanup {
+        /// `namespace/name`.
+        object: String,
+        /// Cause.
+        #[source]
+        source: crate::storage::StorageError,
+    },
+    /// The object has no namespace (it was not read from the API server).
+    #[error("object {0} has no namespace")]
+    NoNamespace(String),
+}
+
+/// Writes `status` with one merge patch on the status subresource.
+pub async fn patch_status(api: &Api<OciRepository>, name: &str, status: &OciRepositoryStatus) -> Result<(), kube::Error> {
+    let patch = serde_json::json!({ "status": status });
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ())
+}
+
+fn kube_event(ev: &crate::domain::status::Event) -> KubeEvent {
+    KubeEvent {
+        type_: match ev.type_ {
+            EventType::Normal => KubeEventType::Normal,
+            EventType::Warning => KubeEventType::Warning,
+        },
+        reason: ev.reason.clone(),
+        note: Some(ev.message.chars().take(1024).collect()),
+        action: "Reconcile".into(),
+        secondary: None,
+    }
+}
+
+async fn apply(obj: Arc<OciRepository>, kctx: Arc<KubeContext>) -> Result<Action, ControllerError> {
+    let ns = obj.namespace().ok_or_else(|| ControllerError::NoNamespace(obj.name_any()))?;
+    let name = obj.name_any();
+    let api: Api<OciRepository> = Api::namespaced(kctx.client.clone(), &ns);
+    let report = reconcile::reconcile(&obj, &kctx.core, chrono::Utc::now()).await;
+    if obj.spec.suspend {
+        tracing::debug!(object = %format!("{ns}/{name}"), "suspended; not reconciling");
+        return Ok(Action::await_change());
+    }
+    if let Some(e) = &report.error {
+        tracing::warn!(object = %format!("{ns}/{name}"), reason = e.reason(), error = %reconcile::error::chain(e), "reconcile failed");
+    }
+    patch_status(&api, &name, &report.status)
+        .await
+        .map_err(|source| ControllerError::PatchStatus { object: format!("{ns}/{name}"), source })?;
+    let reference = obj.object_ref(&());
+    for ev in &report.events {
+        if let Err(e) = kctx.recorder.publish(&kube_event(ev), &reference).await {
+            tracing::warn!(object = %format!("{ns}/{name}"), error = %e, "failed to publish event");
+        }
+    }
+    if kctx.external_artifact {
+        let mut updated = (*obj).clone();
+        updated.status = Some(report.status.clone());
+        external_artifact::publish(&kctx, &updated).await;
+    }
+    Ok(match report.requeue {
+        Requeue::After(d) => Action::requeue(d),
+        Requeue::AwaitChange => Action::await_change(),
+    })
+}
+
+async fn cleanup(obj: Arc<OciRepository>, kctx: Arc<KubeContext>) -> Result<Action, ControllerError> {
+    let ns = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    kctx.core
+        .storage
+        .remove_dir(&Storage::object_dir(&ns, &name))
+        .map_err(|source| ControllerError::Cleanup { object: format!("{ns}/{name}"), source })?;
+    kctx.core.metrics.remove_object(&ns, &name);
+    Ok(Action::await_change())
+}
+
+/// Reconciles one object: finalizer handling, then the steps, status, events, ExternalArtifact.
+pub async fn reconcile_object(
+    obj: Arc<OciRepository>,
+    kctx: Arc<KubeContext>,
+) -> Result<Action, kube::runtime::finalizer::Error<ControllerError>> {
+    let ns = obj.namespace().unwrap_or_default();
+    let api: Api<OciRepository> = Api::namespaced(kctx.client.clone(), &ns);
+    finalizer(&api, FINALIZER, obj, |event| async {
+        match event {
+            Finalizer::Apply(o) => apply(o, kctx.clone()).await,
+            Finalizer::Cleanup(o) => cleanup(o, kctx.clone()).await,
+        }
+    })
+    .await
+}
+
+fn error_policy(
+    obj: Arc<OciRepository>,
+    error: &kube::runtime::finalizer::Error<ControllerError>,
+    _kctx: Arc<KubeContext>,
+) -> Action {
+    tracing::warn!(object = %format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any()), error = %error, "kubernetes API call failed; retrying");
+    Action::requeue(Duration::from_secs(15))
+}
+
+/// Which objects to watch.
+#[derive(Clone, Debug, Default)]
+pub struct WatchScope {
+    /// `None` watches every namespace; else only this one.
+    pub namespace: Option<String>,
+    /// Label selector (sharding), e.g. `sharding.fluxcd.io/key=shard1`.
+    pub label_selector: Option<String>,
+    /// Objects reconciled at once.
+    pub concurrency: u16,
+}
+
+/// The event reporter identity.
+pub fn reporter() -> Reporter {
+    Reporter { controller: MANAGER.into(), instance: std::env::var("POD_NAME").ok() }
+}
+
+/// Runs the controller until a shutdown signal.
+pub async fn run(kctx: Arc<KubeContext>, scope: WatchScope) {
+    let api: Api<OciRepository> = match &scope.namespace {
+        Some(ns) => Api::namespaced(kctx.client.clone(), ns),
+        None => Api::all(kctx.client.clone()),
+    };
+    let mut wc = watcher::Config::default();
+    if let Some(sel) = &scope.label_selector {
+        wc = wc.labels(sel);
+    }
+    Controller::new(api, wc)
+        .with_config(ControllerConfig::default().concurrency(scope.concurrency))
+        .shutdown_on_signal()
+        .run(reconcile_object, error_policy, kctx)
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "controller event");
+            }
+        })
+        .await;
+}
+
+/// True once the ExternalArtifact API was reported missing; flips it on first call.
+pub(crate) fn first_missing_report(flag: &AtomicBool) -> bool {
+    !flag.swap(true, Ordering::Relaxed)
+}

@@ -1,0 +1,55 @@
+//! The start-up storage check (RFC-0012): every artifact published in an OCIRepository
+//! status is checked against its digest; a tampered one is deleted so the next reconcile
+//! rebuilds it (a missing one is rebuilt the same way), and folders of objects that no
+//! longer exist are removed. Disk only, no Kubernetes I/O: the caller lists the objects.
+
+use std::collections::BTreeSet;
+
+use crate::api::OciRepository;
+use crate::storage::{Storage, StorageError, OCI_KIND_DIR};
+
+/// What the check did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct StartupReport {
+    /// Artifacts whose bytes did not match their published digest, deleted for rebuild.
+    pub tampered: Vec<String>,
+    /// Published artifacts that were missing, to be rebuilt.
+    pub missing: Vec<String>,
+    /// Object folders with no object, removed.
+    pub orphans: Vec<String>,
+}
+
+/// Checks the store against `objects` (all OCIRepositories this controller manages).
+pub fn check_storage(storage: &Storage, objects: &[OciRepository]) -> Result<StartupReport, StorageError> {
+    let mut report = StartupReport::default();
+    let mut live = BTreeSet::new();
+    for obj in objects {
+        let ns = obj.metadata.namespace.clone().unwrap_or_default();
+        let name = obj.metadata.name.clone().unwrap_or_default();
+        live.insert(Storage::object_dir(&ns, &name));
+        let Some(artifact) = obj.status.as_ref().and_then(|s| s.artifact.as_ref()) else { continue };
+        let Ok(digest) = artifact.digest.parse() else { continue };
+        if !storage.exists(&artifact.path) {
+            report.missing.push(artifact.path.clone());
+        } else if !storage.verify(&artifact.path, &digest)? {
+            std::fs::remove_file(storage.resolve(&artifact.path)?).map_err(|source| StorageError::Remove {
+                path: storage.root().join(&artifact.path),
+                source,
+            })?;
+            report.tampered.push(artifact.path.clone());
+        }
+    }
+    let mut dirs = BTreeSet::new();
+    for path in storage.list_artifacts()? {
+        if let Some((dir, _)) = path.rsplit_once('/') {
+            dirs.insert(dir.to_string());
+        }
+    }
+    for dir in dirs {
+        if dir.starts_with(OCI_KIND_DIR) && !live.contains(&dir) {
+            storage.remove_dir(&dir)?;
+            report.orphans.push(dir);
+        }
+    }
+    Ok(report)
+}
