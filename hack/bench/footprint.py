@@ -20,6 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+from oci import free_port
+
 GROUP_VERSION = "ocisource.dev/v1beta1"
 
 
@@ -218,7 +220,11 @@ def run_controller(bin_path: str, mock: MockKube, out: Path, tag: str, settle: f
     d.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, KUBECONFIG=str(mock.kubeconfig(d / "kubeconfig")), RUST_LOG="warn")
     extra = os.environ.get("BENCH_CONTROLLER_ARGS", "").split()
-    argv = [bin_path, "controller", "--storage-path", str(d / "storage"), *extra]
+    ports = [free_port() for _ in range(3)]
+    argv = [bin_path, "controller", "--storage-path", str(d / "storage"),
+            "--storage-addr", f"127.0.0.1:{ports[0]}", "--storage-adv-addr", f"127.0.0.1:{ports[0]}",
+            "--metrics-addr", f"127.0.0.1:{ports[1]}", "--health-addr", f"127.0.0.1:{ports[2]}",
+            "--watch-all-namespaces", "--runtime-namespace", "default", *extra]
     err = open(d / "stderr.txt", "wb")
     start = time.monotonic()
     proc = subprocess.Popen(argv, env=env, stdout=err, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
