@@ -92,9 +92,10 @@ impl Trust {
     }
 
     /// Verifies a managed-key bundle with one of `keys`; returns the key's description.
-    /// Transparency-log evidence in the bundle is checked when present; a bundle with
-    /// none is accepted on the signature alone, as cosign does with `--insecure-ignore-tlog`
-    /// semantics for key mode.
+    /// As in Flux (cosign `IgnoreTlog` for public keys), key mode checks the signature
+    /// and the artifact binding only: transparency-log inclusion is not required, though
+    /// `sigstore-verify` still checks that any log entry present describes this bundle
+    /// and that any RFC 3161 timestamp present verifies.
     pub fn verify_with_keys(
         &self,
         artifact: &Artifact<'_>,
@@ -104,10 +105,7 @@ impl Trust {
     ) -> Result<String, Rejection> {
         let mut last = None;
         for key in keys {
-            let mut policy = PublicKeyVerificationPolicy::new(key.der.clone());
-            if bundle.verification_material.tlog_entries.is_empty() {
-                policy = policy.skip_tlog_unsafe();
-            }
+            let policy = PublicKeyVerificationPolicy::new(key.der.clone()).skip_tlog_unsafe();
             match self.verifier.verify(artifact.clone(), bundle, &policy) {
                 Ok(_) => return Ok(key.describe()),
                 Err(e) => last = Some(classify(source, &e)),
