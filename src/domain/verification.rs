@@ -126,12 +126,20 @@ impl VerifyPolicy {
             let keys: Vec<TrustedKey> = data
                 .iter()
                 .filter(|(k, _)| k.ends_with(".pub"))
-                .map(|(k, v)| TrustedKey { name: k.clone(), pem: v.clone() })
+                .map(|(k, v)| TrustedKey {
+                    name: k.clone(),
+                    pem: v.clone(),
+                })
                 .collect();
             if keys.is_empty() {
-                return Err(PolicyError::NoPublicKeys { secret: name.to_string() });
+                return Err(PolicyError::NoPublicKeys {
+                    secret: name.to_string(),
+                });
             }
-            if let Some(empty) = keys.iter().find(|k| k.pem.iter().all(u8::is_ascii_whitespace)) {
+            if let Some(empty) = keys
+                .iter()
+                .find(|k| k.pem.iter().all(u8::is_ascii_whitespace))
+            {
                 return Err(PolicyError::EmptyKey {
                     secret: name.to_string(),
                     key: empty.name.clone(),
@@ -147,7 +155,10 @@ impl VerifyPolicy {
             .iter()
             .map(|(issuer, subject)| IdentityMatch::new(issuer, subject))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self::Keyless { identities, trusted_root_json: spec.trusted_root_json })
+        Ok(Self::Keyless {
+            identities,
+            trusted_root_json: spec.trusted_root_json,
+        })
     }
 }
 
@@ -196,13 +207,28 @@ mod tests {
     use rstest::rstest;
 
     fn ids(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(a, b)| ((*a).to_string(), (*b).to_string())).collect()
+        pairs
+            .iter()
+            .map(|(a, b)| ((*a).to_string(), (*b).to_string()))
+            .collect()
     }
 
     #[rstest]
-    #[case("^https://token\\.actions\\.githubusercontent\\.com$", "https://token.actions.githubusercontent.com", true)]
-    #[case("https://token\\.actions\\.githubusercontent\\.com", "https://token.actions.githubusercontent.com.evil", false)]
-    #[case("https://accounts\\.google\\.com", "xhttps://accounts.google.com", false)]
+    #[case(
+        "^https://token\\.actions\\.githubusercontent\\.com$",
+        "https://token.actions.githubusercontent.com",
+        true
+    )]
+    #[case(
+        "https://token\\.actions\\.githubusercontent\\.com",
+        "https://token.actions.githubusercontent.com.evil",
+        false
+    )]
+    #[case(
+        "https://accounts\\.google\\.com",
+        "xhttps://accounts.google.com",
+        false
+    )]
     #[case(".*", "anything", true)]
     #[case("a|b", "ab", false)]
     fn issuer_regex_is_a_full_match(#[case] pattern: &str, #[case] issuer: &str, #[case] ok: bool) {
@@ -222,7 +248,9 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        let VerifyPolicy::Keys(keys) = policy else { panic!("expected key mode") };
+        let VerifyPolicy::Keys(keys) = policy else {
+            panic!("expected key mode")
+        };
         let names: Vec<&str> = keys.iter().map(|k| k.name.as_str()).collect();
         assert_eq!(names, ["cosign.pub", "other.pub"]);
     }
@@ -230,17 +258,41 @@ mod tests {
     #[test]
     fn spec_errors_are_reported() {
         let empty = BTreeMap::new();
-        let no_pub = VerifyPolicy::from_spec(VerifySpec { secret: Some(("s", &empty)), ..Default::default() });
-        assert_eq!(no_pub, Err(PolicyError::NoPublicKeys { secret: "s".into() }));
+        let no_pub = VerifyPolicy::from_spec(VerifySpec {
+            secret: Some(("s", &empty)),
+            ..Default::default()
+        });
+        assert_eq!(
+            no_pub,
+            Err(PolicyError::NoPublicKeys { secret: "s".into() })
+        );
         let keyless = VerifyPolicy::from_spec(VerifySpec::default());
         assert_eq!(keyless, Err(PolicyError::NoIdentities));
-        let notation = VerifyPolicy::from_spec(VerifySpec { provider: "notation", ..Default::default() });
+        let notation = VerifyPolicy::from_spec(VerifySpec {
+            provider: "notation",
+            ..Default::default()
+        });
         assert_eq!(notation, Err(PolicyError::NotationUnsupported));
-        assert!(notation.unwrap_err().to_string().contains("not supported yet"));
+        assert!(notation
+            .unwrap_err()
+            .to_string()
+            .contains("not supported yet"));
         let bad = ids(&[("(", ".*")]);
-        let err = VerifyPolicy::from_spec(VerifySpec { identities: &bad, ..Default::default() });
-        assert!(matches!(err, Err(PolicyError::InvalidRegex { field: "issuer", .. })));
-        let other = VerifyPolicy::from_spec(VerifySpec { provider: "gpg", ..Default::default() });
+        let err = VerifyPolicy::from_spec(VerifySpec {
+            identities: &bad,
+            ..Default::default()
+        });
+        assert!(matches!(
+            err,
+            Err(PolicyError::InvalidRegex {
+                field: "issuer",
+                ..
+            })
+        ));
+        let other = VerifyPolicy::from_spec(VerifySpec {
+            provider: "gpg",
+            ..Default::default()
+        });
         assert_eq!(other, Err(PolicyError::UnknownProvider("gpg".into())));
     }
 
@@ -253,7 +305,11 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        let VerifyPolicy::Keyless { identities, trusted_root_json } = policy else {
+        let VerifyPolicy::Keyless {
+            identities,
+            trusted_root_json,
+        } = policy
+        else {
             panic!("expected keyless")
         };
         assert_eq!(identities.len(), 2);

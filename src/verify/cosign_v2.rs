@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use serde::Deserialize;
+use sha2::Digest as _;
 use serde_json::json;
 use sigstore_verify::types::{Artifact, Bundle};
 
@@ -42,10 +43,15 @@ pub struct SignatureLayer {
 impl SignatureLayer {
     fn signature(&self, source: &str) -> Result<Vec<u8>, Rejection> {
         let b64 = self.annotations.get(ANN_SIGNATURE).ok_or_else(|| {
-            Rejection::new(source, "signature", format!("layer has no '{ANN_SIGNATURE}' annotation"))
+            Rejection::new(
+                source,
+                "signature",
+                format!("layer has no '{ANN_SIGNATURE}' annotation"),
+            )
         })?;
-        B64.decode(b64.trim())
-            .map_err(|e| Rejection::new(source, "signature", format!("signature is not base64: {e}")))
+        B64.decode(b64.trim()).map_err(|e| {
+            Rejection::new(source, "signature", format!("signature is not base64: {e}"))
+        })
     }
 }
 
@@ -57,12 +63,18 @@ pub fn verify_with_keys(
     source: &str,
 ) -> Result<String, Rejection> {
     let signature = layer.signature(source)?;
-    let Some(key) = keys.iter().find(|k| k.verify(&layer.payload, &signature).is_ok()) else {
+    let Some(key) = keys
+        .iter()
+        .find(|k| k.verify(&layer.payload, &signature).is_ok())
+    else {
         let names: Vec<&str> = keys.iter().map(|k| k.name.as_str()).collect();
         return Err(Rejection::new(
             source,
             "signature",
-            format!("signature does not verify with any trusted key ({})", names.join(", ")),
+            format!(
+                "signature does not verify with any trusted key ({})",
+                names.join(", ")
+            ),
         ));
     };
     check_payload_digest(&layer.payload, digest, source)?;
@@ -79,7 +91,8 @@ pub fn verify_keyless(
     source: &str,
 ) -> Result<String, Rejection> {
     let bundle = rebuild_bundle(layer, source)?;
-    let identity = trust.verify_keyless(Artifact::Blob(&layer.payload), &bundle, identities, source)?;
+    let identity =
+        trust.verify_keyless(Artifact::Blob(&layer.payload), &bundle, identities, source)?;
     check_payload_digest(&layer.payload, digest, source)?;
     Ok(identity)
 }
@@ -115,35 +128,65 @@ fn rebuild_bundle(layer: &SignatureLayer, source: &str) -> Result<Bundle, Reject
     let bad = |check: &'static str, detail: String| Rejection::new(source, check, detail);
     let signature = layer.signature(source)?;
     let cert_pem = layer.annotations.get(ANN_CERTIFICATE).ok_or_else(|| {
-        bad("certificate chain", format!("keyless verification needs a '{ANN_CERTIFICATE}' annotation"))
+        bad(
+            "certificate chain",
+            format!("keyless verification needs a '{ANN_CERTIFICATE}' annotation"),
+        )
     })?;
-    let mut certs = pem::parse_many(cert_pem.as_bytes())
-        .map_err(|e| bad("certificate chain", format!("failed to parse certificate PEM: {e}")))?;
+    let mut certs = pem::parse_many(cert_pem.as_bytes()).map_err(|e| {
+        bad(
+            "certificate chain",
+            format!("failed to parse certificate PEM: {e}"),
+        )
+    })?;
     if certs.len() != 1 {
-        return Err(bad("certificate chain", format!("expected one certificate, found {}", certs.len())));
+        return Err(bad(
+            "certificate chain",
+            format!("expected one certificate, found {}", certs.len()),
+        ));
     }
     if let Some(chain) = layer.annotations.get(ANN_CHAIN) {
-        let chain = pem::parse_many(chain.as_bytes())
-            .map_err(|e| bad("certificate chain", format!("failed to parse chain PEM: {e}")))?;
+        let chain = pem::parse_many(chain.as_bytes()).map_err(|e| {
+            bad(
+                "certificate chain",
+                format!("failed to parse chain PEM: {e}"),
+            )
+        })?;
         certs.extend(chain);
     }
     if certs.iter().any(|c| c.tag() != "CERTIFICATE") {
-        return Err(bad("certificate chain", "certificate annotation holds a non-certificate PEM block".into()));
+        return Err(bad(
+            "certificate chain",
+            "certificate annotation holds a non-certificate PEM block".into(),
+        ));
     }
     let rekor_json = layer.annotations.get(ANN_BUNDLE).ok_or_else(|| {
-        bad("transparency log", format!("keyless verification needs a Rekor '{ANN_BUNDLE}' annotation"))
+        bad(
+            "transparency log",
+            format!("keyless verification needs a Rekor '{ANN_BUNDLE}' annotation"),
+        )
     })?;
-    let rekor: RekorBundle = serde_json::from_str(rekor_json)
-        .map_err(|e| bad("transparency log", format!("failed to parse Rekor bundle annotation: {e}")))?;
-    let body_bytes = B64
-        .decode(&rekor.payload.body)
-        .map_err(|e| bad("transparency log", format!("Rekor entry body is not base64: {e}")))?;
-    let body: RekorBody = serde_json::from_slice(&body_bytes)
-        .map_err(|e| bad("transparency log", format!("failed to parse Rekor entry body: {e}")))?;
+    let rekor: RekorBundle = serde_json::from_str(rekor_json).map_err(|e| {
+        bad(
+            "transparency log",
+            format!("failed to parse Rekor bundle annotation: {e}"),
+        )
+    })?;
+    let body_bytes = B64.decode(&rekor.payload.body).map_err(|e| {
+        bad(
+            "transparency log",
+            format!("Rekor entry body is not base64: {e}"),
+        )
+    })?;
+    let body: RekorBody = serde_json::from_slice(&body_bytes).map_err(|e| {
+        bad(
+            "transparency log",
+            format!("failed to parse Rekor entry body: {e}"),
+        )
+    })?;
     let log_id = hex::decode(&rekor.payload.log_id)
         .map_err(|e| bad("transparency log", format!("Rekor logID is not hex: {e}")))?;
-    let payload_sha256 = Digest::of(&layer.payload);
-    let payload_hash = hex::decode(payload_sha256.hex()).unwrap_or_default();
+    let payload_hash = sha2::Sha256::digest(&layer.payload);
     let bundle = json!({
         "mediaType": "application/vnd.dev.sigstore.bundle+json;version=0.1",
         "verificationMaterial": {
@@ -164,8 +207,12 @@ fn rebuild_bundle(layer: &SignatureLayer, source: &str) -> Result<Bundle, Reject
             "signature": B64.encode(signature),
         }
     });
-    Bundle::from_json(&bundle.to_string())
-        .map_err(|e| bad("bundle", format!("failed to rebuild a Sigstore bundle from the annotations: {e}")))
+    Bundle::from_json(&bundle.to_string()).map_err(|e| {
+        bad(
+            "bundle",
+            format!("failed to rebuild a Sigstore bundle from the annotations: {e}"),
+        )
+    })
 }
 
 #[derive(Deserialize)]
@@ -185,9 +232,17 @@ struct CriticalImage {
 }
 
 /// The payload's `critical.image.docker-manifest-digest` equals `digest`.
-pub fn check_payload_digest(payload: &[u8], digest: &Digest, source: &str) -> Result<(), Rejection> {
+pub fn check_payload_digest(
+    payload: &[u8],
+    digest: &Digest,
+    source: &str,
+) -> Result<(), Rejection> {
     let parsed: SimpleSigning = serde_json::from_slice(payload).map_err(|e| {
-        Rejection::new(source, "payload digest", format!("failed to parse SimpleSigning payload: {e}"))
+        Rejection::new(
+            source,
+            "payload digest",
+            format!("failed to parse SimpleSigning payload: {e}"),
+        )
     })?;
     let named = parsed.critical.image.docker_manifest_digest;
     if named == digest.to_string() {
@@ -220,8 +275,13 @@ mod tests {
 
     #[test]
     fn keyless_without_certificate_names_the_check() {
-        let mut layer = SignatureLayer { payload: b"{}".to_vec(), annotations: BTreeMap::new() };
-        layer.annotations.insert(ANN_SIGNATURE.into(), B64.encode(b"sig"));
+        let mut layer = SignatureLayer {
+            payload: b"{}".to_vec(),
+            annotations: BTreeMap::new(),
+        };
+        layer
+            .annotations
+            .insert(ANN_SIGNATURE.into(), B64.encode(b"sig"));
         let err = rebuild_bundle(&layer, "t").unwrap_err();
         assert_eq!(err.check, "certificate chain");
         assert!(err.to_string().contains(ANN_CERTIFICATE));

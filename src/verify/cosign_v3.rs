@@ -40,8 +40,13 @@ impl BundleSubject<'_> {
 pub fn parse(bundle_json: &[u8], source: &str) -> Result<Bundle, Rejection> {
     let text = std::str::from_utf8(bundle_json)
         .map_err(|_| Rejection::new(source, "bundle", "bundle is not UTF-8 JSON"))?;
-    Bundle::from_json(text)
-        .map_err(|e| Rejection::new(source, "bundle", format!("failed to parse Sigstore bundle: {e}")))
+    Bundle::from_json(text).map_err(|e| {
+        Rejection::new(
+            source,
+            "bundle",
+            format!("failed to parse Sigstore bundle: {e}"),
+        )
+    })
 }
 
 /// Key mode: verifies the bundle with one of `keys`; returns the key description.

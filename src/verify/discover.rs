@@ -39,52 +39,83 @@ pub enum Candidate {
 }
 
 /// `None` for a missing tag, the parsed manifest otherwise.
-async fn manifest_at(registry: &dyn Registry, reference: &str) -> Result<Option<Manifest>, RegistryError> {
+async fn manifest_at(
+    registry: &dyn Registry,
+    reference: &str,
+) -> Result<Option<Manifest>, RegistryError> {
     let fetched = match registry.manifest(reference).await {
         Ok(m) => m,
         Err(e) if e.kind == RegistryErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
-    Manifest::parse(&fetched.media_type, &fetched.body).map(Some).map_err(|e| {
-        RegistryError::new(RegistryErrorKind::Protocol, format!("failed to parse manifest '{reference}': {e}"))
-    })
+    Manifest::parse(&fetched.media_type, &fetched.body)
+        .map(Some)
+        .map_err(|e| {
+            RegistryError::new(
+                RegistryErrorKind::Protocol,
+                format!("failed to parse manifest '{reference}': {e}"),
+            )
+        })
 }
 
-async fn small_blob(registry: &dyn Registry, descriptor: &Descriptor, source: &str) -> Result<Result<Vec<u8>, Rejection>, RegistryError> {
+async fn small_blob(
+    registry: &dyn Registry,
+    descriptor: &Descriptor,
+    source: &str,
+) -> Result<Result<Vec<u8>, Rejection>, RegistryError> {
     if descriptor.size > MAX_SIGNATURE_BLOB {
         return Ok(Err(Rejection::new(
             source,
             "discovery",
-            format!("blob of {} bytes exceeds the {MAX_SIGNATURE_BLOB}-byte limit", descriptor.size),
+            format!(
+                "blob of {} bytes exceeds the {MAX_SIGNATURE_BLOB}-byte limit",
+                descriptor.size
+            ),
         )));
     }
     let bytes = registry.blob_bytes(descriptor, MAX_SIGNATURE_BLOB).await?;
     if Digest::of(&bytes) != descriptor.digest {
-        return Ok(Err(Rejection::new(source, "discovery", format!("blob does not match its digest {}", descriptor.digest))));
+        return Ok(Err(Rejection::new(
+            source,
+            "discovery",
+            format!("blob does not match its digest {}", descriptor.digest),
+        )));
     }
     Ok(Ok(bytes.to_vec()))
 }
 
 /// The layers of `sha256-<hex>.sig`.
-pub async fn v2_candidates(registry: &dyn Registry, digest: &Digest) -> Result<Vec<Candidate>, RegistryError> {
+pub async fn v2_candidates(
+    registry: &dyn Registry,
+    digest: &Digest,
+) -> Result<Vec<Candidate>, RegistryError> {
     let tag = format!("{}.sig", digest.tag_form());
     let manifest = match manifest_at(registry, &tag).await? {
         None => return Ok(Vec::new()),
         Some(Manifest::Image(m)) => m,
         Some(Manifest::Index(_)) => {
             let source = format!("tag {tag}");
-            return Ok(vec![Candidate::Unusable(Rejection::new(&source, "discovery", "signature tag is an index, expected a manifest"))]);
+            return Ok(vec![Candidate::Unusable(Rejection::new(
+                &source,
+                "discovery",
+                "signature tag is an index, expected a manifest",
+            ))]);
         }
     };
     let mut out = Vec::new();
     for (i, layer) in manifest.layers.iter().enumerate().take(MAX_CANDIDATES) {
         let source = format!("tag {tag} layer {i}");
-        if layer.media_type != SIMPLESIGNING_MEDIA_TYPE && !layer.annotations.contains_key(ANN_SIGNATURE) {
+        if layer.media_type != SIMPLESIGNING_MEDIA_TYPE
+            && !layer.annotations.contains_key(ANN_SIGNATURE)
+        {
             continue;
         }
         out.push(match small_blob(registry, layer, &source).await? {
             Ok(payload) => Candidate::V2 {
-                layer: SignatureLayer { payload, annotations: layer.annotations.clone() },
+                layer: SignatureLayer {
+                    payload,
+                    annotations: layer.annotations.clone(),
+                },
                 source,
             },
             Err(r) => Candidate::Unusable(r),
@@ -94,7 +125,10 @@ pub async fn v2_candidates(registry: &dyn Registry, digest: &Digest) -> Result<V
 }
 
 /// The bundles referenced from the `sha256-<hex>` referrers fallback tag.
-pub async fn v3_candidates(registry: &dyn Registry, digest: &Digest) -> Result<Vec<Candidate>, RegistryError> {
+pub async fn v3_candidates(
+    registry: &dyn Registry,
+    digest: &Digest,
+) -> Result<Vec<Candidate>, RegistryError> {
     let tag = digest.tag_form();
     let referrers: Vec<(String, ImageManifest)> = match manifest_at(registry, &tag).await? {
         None => return Ok(Vec::new()),
@@ -129,9 +163,16 @@ pub async fn v3_candidates(registry: &dyn Registry, digest: &Digest) -> Result<V
                 continue;
             }
         }
-        for layer in manifest.layers.iter().filter(|l| l.media_type.starts_with(BUNDLE_MEDIA_TYPE_PREFIX)) {
+        for layer in manifest
+            .layers
+            .iter()
+            .filter(|l| l.media_type.starts_with(BUNDLE_MEDIA_TYPE_PREFIX))
+        {
             out.push(match small_blob(registry, layer, &source).await? {
-                Ok(bundle) => Candidate::V3 { bundle, source: source.clone() },
+                Ok(bundle) => Candidate::V3 {
+                    bundle,
+                    source: source.clone(),
+                },
                 Err(r) => Candidate::Unusable(r),
             });
         }

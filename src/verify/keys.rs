@@ -23,18 +23,30 @@ pub struct ParsedKey {
 impl ParsedKey {
     /// Parses one PEM `PUBLIC KEY`.
     pub fn parse(key: &TrustedKey) -> Result<Self, KeyError> {
-        let text = std::str::from_utf8(&key.pem)
-            .map_err(|_| KeyError::NotPem { name: key.name.clone() })?;
-        let der = DerPublicKey::from_pem(text.trim())
-            .map_err(|e| KeyError::Parse { name: key.name.clone(), message: e.to_string() })?;
-        let algorithm = KeyAlgorithm::from_spki(&der)
-            .map_err(|e| KeyError::Parse { name: key.name.clone(), message: e.to_string() })?;
-        Ok(Self { name: key.name.clone(), der, algorithm })
+        let text = std::str::from_utf8(&key.pem).map_err(|_| KeyError::NotPem {
+            name: key.name.clone(),
+        })?;
+        let der = DerPublicKey::from_pem(text.trim()).map_err(|e| KeyError::Parse {
+            name: key.name.clone(),
+            message: e.to_string(),
+        })?;
+        let algorithm = KeyAlgorithm::from_spki(&der).map_err(|e| KeyError::Parse {
+            name: key.name.clone(),
+            message: e.to_string(),
+        })?;
+        Ok(Self {
+            name: key.name.clone(),
+            der,
+            algorithm,
+        })
     }
 
     /// `sha256:<hex>` of the SubjectPublicKeyInfo DER.
     pub fn fingerprint(&self) -> String {
-        format!("sha256:{}", hex::encode(Sha256::digest(self.der.as_bytes())))
+        format!(
+            "sha256:{}",
+            hex::encode(Sha256::digest(self.der.as_bytes()))
+        )
     }
 
     /// `<entry> (<fingerprint>)`, for `Verified::identity` and messages.
@@ -46,8 +58,15 @@ impl ParsedKey {
     /// (ECDSA with the curve's hash, RSA PKCS#1 v1.5 SHA-256, pure Ed25519).
     pub fn verify(&self, data: &[u8], signature: &[u8]) -> Result<(), KeyError> {
         let scheme = self.algorithm.default_signing_scheme();
-        verify_signature(&self.der, data, &SignatureBytes::from_bytes(signature), scheme)
-            .map_err(|_| KeyError::BadSignature { name: self.name.clone() })
+        verify_signature(
+            &self.der,
+            data,
+            &SignatureBytes::from_bytes(signature),
+            scheme,
+        )
+        .map_err(|_| KeyError::BadSignature {
+            name: self.name.clone(),
+        })
     }
 }
 
@@ -88,9 +107,21 @@ mod tests {
 
     #[test]
     fn rejects_non_key_pem() {
-        let key = TrustedKey { name: "x.pub".into(), pem: b"-----BEGIN CERTIFICATE-----\nYWJj\n-----END CERTIFICATE-----\n".to_vec() };
-        assert!(matches!(ParsedKey::parse(&key), Err(KeyError::Parse { .. })));
-        let bin = TrustedKey { name: "y.pub".into(), pem: vec![0xff, 0xfe] };
-        assert!(matches!(ParsedKey::parse(&bin), Err(KeyError::NotPem { .. })));
+        let key = TrustedKey {
+            name: "x.pub".into(),
+            pem: b"-----BEGIN CERTIFICATE-----\nYWJj\n-----END CERTIFICATE-----\n".to_vec(),
+        };
+        assert!(matches!(
+            ParsedKey::parse(&key),
+            Err(KeyError::Parse { .. })
+        ));
+        let bin = TrustedKey {
+            name: "y.pub".into(),
+            pem: vec![0xff, 0xfe],
+        };
+        assert!(matches!(
+            ParsedKey::parse(&bin),
+            Err(KeyError::NotPem { .. })
+        ));
     }
 }

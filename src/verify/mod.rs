@@ -57,18 +57,30 @@ pub struct Rejection {
 impl Rejection {
     /// Builds a rejection.
     pub fn new(source: &str, check: &'static str, detail: impl Into<String>) -> Self {
-        Self { source: source.to_string(), check, detail: detail.into() }
+        Self {
+            source: source.to_string(),
+            check,
+            detail: detail.into(),
+        }
     }
 }
 
 impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {} check failed: {}", self.source, self.check, self.detail)
+        write!(
+            f,
+            "{}: {} check failed: {}",
+            self.source, self.check, self.detail
+        )
     }
 }
 
 fn join(failures: &[Rejection]) -> String {
-    failures.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    failures
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The verification spec cannot be used as written (stalled until it changes).
@@ -102,7 +114,10 @@ pub enum VerifyError {
         tried: String,
     },
     /// Signatures were found but none passed; each says which check failed.
-    #[error("failed to verify cosign signature of {image}@{digest}: {}", join(failures))]
+    #[error(
+        "failed to verify cosign signature of {image}@{digest}: {}",
+        join(failures)
+    )]
     Invalid {
         /// Image reference, for messages.
         image: String,
@@ -128,8 +143,14 @@ pub enum VerifyError {
 
 /// A policy with its keys parsed and its trusted root loaded.
 enum Mode {
-    Keys { keys: Vec<keys::ParsedKey>, trust: Trust },
-    Keyless { identities: Vec<IdentityMatch>, trust: Trust },
+    Keys {
+        keys: Vec<keys::ParsedKey>,
+        trust: Trust,
+    },
+    Keyless {
+        identities: Vec<IdentityMatch>,
+        trust: Trust,
+    },
 }
 
 /// Verifies cosign signatures of an image digest against a [`VerifyPolicy`].
@@ -152,7 +173,10 @@ impl CosignVerifier {
                 keys: keys::parse_all(keys).map_err(SpecError::from)?,
                 trust: self.public_good.clone(),
             },
-            VerifyPolicy::Keyless { identities, trusted_root_json } => {
+            VerifyPolicy::Keyless {
+                identities,
+                trusted_root_json,
+            } => {
                 if identities.is_empty() {
                     return Err(SpecError::Policy(PolicyError::NoIdentities).into());
                 }
@@ -161,7 +185,10 @@ impl CosignVerifier {
                         .map_err(|message| SpecError::TrustedRoot { message })?,
                     None => self.public_good.clone(),
                 };
-                Mode::Keyless { identities: identities.clone(), trust }
+                Mode::Keyless {
+                    identities: identities.clone(),
+                    trust,
+                }
             }
         })
     }
@@ -183,7 +210,9 @@ impl CosignVerifier {
         };
         let mut failures = Vec::new();
         let mut found = false;
-        let v2 = discover::v2_candidates(registry, digest).await.map_err(registry_error)?;
+        let v2 = discover::v2_candidates(registry, digest)
+            .await
+            .map_err(registry_error)?;
         for candidate in v2 {
             found = true;
             match check(&mode, &candidate, digest) {
@@ -191,7 +220,9 @@ impl CosignVerifier {
                 Err(rejection) => failures.push(rejection),
             }
         }
-        let v3 = discover::v3_candidates(registry, digest).await.map_err(registry_error)?;
+        let v3 = discover::v3_candidates(registry, digest)
+            .await
+            .map_err(registry_error)?;
         for candidate in v3 {
             found = true;
             match check(&mode, &candidate, digest) {
@@ -204,7 +235,9 @@ impl CosignVerifier {
             return Err(VerifyError::NoSignature {
                 image: image_ref_for_messages.to_string(),
                 digest: digest.clone(),
-                tried: format!("'{tag}.sig' (cosign v2) and '{tag}' (cosign v3 referrers fallback)"),
+                tried: format!(
+                    "'{tag}.sig' (cosign v2) and '{tag}' (cosign v3 referrers fallback)"
+                ),
             });
         }
         Err(VerifyError::Invalid {
@@ -222,7 +255,10 @@ impl CosignVerifier {
         policy: &VerifyPolicy,
     ) -> Result<Verified, VerifyError> {
         let mode = self.prepare(policy)?;
-        let candidate = Candidate::V2 { layer: layer.clone(), source: "signature layer".into() };
+        let candidate = Candidate::V2 {
+            layer: layer.clone(),
+            source: "signature layer".into(),
+        };
         check(&mode, &candidate, digest).map_err(|r| VerifyError::Invalid {
             image: String::new(),
             digest: digest.clone(),
@@ -240,9 +276,10 @@ impl CosignVerifier {
         let mode = self.prepare(policy)?;
         let source = "bundle";
         let (method, result) = match &mode {
-            Mode::Keys { keys, trust } => {
-                ("cosign v3 key", cosign_v3::verify_with_keys(bundle_json, subject, trust, keys, source))
-            }
+            Mode::Keys { keys, trust } => (
+                "cosign v3 key",
+                cosign_v3::verify_with_keys(bundle_json, subject, trust, keys, source),
+            ),
             Mode::Keyless { identities, trust } => (
                 "cosign v3 keyless",
                 cosign_v3::verify_keyless(bundle_json, subject, trust, identities, source),
@@ -254,7 +291,11 @@ impl CosignVerifier {
         };
         result
             .map(|identity| Verified { method, identity })
-            .map_err(|r| VerifyError::Invalid { image: String::new(), digest, failures: vec![r] })
+            .map_err(|r| VerifyError::Invalid {
+                image: String::new(),
+                digest,
+                failures: vec![r],
+            })
     }
 }
 
@@ -262,20 +303,38 @@ fn check(mode: &Mode, candidate: &Candidate, digest: &Digest) -> Result<Verified
     match (mode, candidate) {
         (_, Candidate::Unusable(rejection)) => Err(rejection.clone()),
         (Mode::Keys { keys, .. }, Candidate::V2 { layer, source }) => {
-            cosign_v2::verify_with_keys(layer, digest, keys, source)
-                .map(|identity| Verified { method: "cosign v2 key", identity })
+            cosign_v2::verify_with_keys(layer, digest, keys, source).map(|identity| Verified {
+                method: "cosign v2 key",
+                identity,
+            })
         }
         (Mode::Keyless { identities, trust }, Candidate::V2 { layer, source }) => {
-            cosign_v2::verify_keyless(layer, digest, trust, identities, source)
-                .map(|identity| Verified { method: "cosign v2 keyless", identity })
+            cosign_v2::verify_keyless(layer, digest, trust, identities, source).map(|identity| {
+                Verified {
+                    method: "cosign v2 keyless",
+                    identity,
+                }
+            })
         }
         (Mode::Keys { keys, trust }, Candidate::V3 { bundle, source }) => {
             cosign_v3::verify_with_keys(bundle, BundleSubject::Digest(digest), trust, keys, source)
-                .map(|identity| Verified { method: "cosign v3 key", identity })
+                .map(|identity| Verified {
+                    method: "cosign v3 key",
+                    identity,
+                })
         }
         (Mode::Keyless { identities, trust }, Candidate::V3 { bundle, source }) => {
-            cosign_v3::verify_keyless(bundle, BundleSubject::Digest(digest), trust, identities, source)
-                .map(|identity| Verified { method: "cosign v3 keyless", identity })
+            cosign_v3::verify_keyless(
+                bundle,
+                BundleSubject::Digest(digest),
+                trust,
+                identities,
+                source,
+            )
+            .map(|identity| Verified {
+                method: "cosign v3 keyless",
+                identity,
+            })
         }
     }
 }

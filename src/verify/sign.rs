@@ -43,7 +43,11 @@ impl SigningKey {
                 return Err(SignError::EncryptedCosignKey)
             }
             "ENCRYPTED PRIVATE KEY" => return Err(SignError::EncryptedPkcs8),
-            other => return Err(SignError::UnsupportedPem { tag: other.to_string() }),
+            other => {
+                return Err(SignError::UnsupportedPem {
+                    tag: other.to_string(),
+                })
+            }
         }
         let pair = KeyPair::from_pkcs8_der(block.contents()).map_err(|_| SignError::NotP256)?;
         if pair.algorithm() != KeyAlgorithm::EcdsaP256 {
@@ -57,7 +61,9 @@ impl SigningKey {
         self.pair
             .public_key_der()
             .map(|k| k.to_pem())
-            .map_err(|e| SignError::Crypto { message: e.to_string() })
+            .map_err(|e| SignError::Crypto {
+                message: e.to_string(),
+            })
     }
 
     /// ECDSA-P256-SHA256 signature (ASN.1 DER) over `data`.
@@ -65,7 +71,9 @@ impl SigningKey {
         self.pair
             .sign(data)
             .map(|s| s.as_bytes().to_vec())
-            .map_err(|e| SignError::Crypto { message: e.to_string() })
+            .map_err(|e| SignError::Crypto {
+                message: e.to_string(),
+            })
     }
 }
 
@@ -104,7 +112,11 @@ pub fn cosign_config(payload_digest: &Digest) -> Vec<u8> {
 }
 
 /// Signs `digest` for `docker_reference` and builds the `.sig` manifest.
-pub fn sign(key: &SigningKey, docker_reference: &str, digest: &Digest) -> Result<CosignSignature, SignError> {
+pub fn sign(
+    key: &SigningKey,
+    docker_reference: &str,
+    digest: &Digest,
+) -> Result<CosignSignature, SignError> {
     let payload = simple_signing_payload(docker_reference, digest);
     let signature_b64 = B64.encode(key.sign(&payload)?);
     let payload_digest = Digest::of(&payload);
@@ -132,8 +144,9 @@ pub fn sign(key: &SigningKey, docker_reference: &str, digest: &Digest) -> Result
         subject: None,
         annotations: BTreeMap::new(),
     };
-    let manifest = serde_json::to_vec(&manifest_value)
-        .map_err(|e| SignError::Crypto { message: format!("failed to encode manifest: {e}") })?;
+    let manifest = serde_json::to_vec(&manifest_value).map_err(|e| SignError::Crypto {
+        message: format!("failed to encode manifest: {e}"),
+    })?;
     Ok(CosignSignature {
         tag: format!("{}.sig", digest.tag_form()),
         payload,
@@ -180,20 +193,37 @@ mod tests {
 
     #[test]
     fn payload_matches_cosign_bytes() {
-        let d: Digest = "sha256:c05263d2ff654c3a94243662440913f045075d59c436e2c69e9145ec2b87a321".parse().unwrap();
+        let d: Digest = "sha256:c05263d2ff654c3a94243662440913f045075d59c436e2c69e9145ec2b87a321"
+            .parse()
+            .unwrap();
         let p = simple_signing_payload("index.docker.io/salrashid123/server_image", &d);
         // sha256 of the cosign-made payload in the GHA vector (README: d8a03071…464b).
-        assert_eq!(Digest::of(&p).hex(), "d8a030716080e45139ff0d6d8de7649cc500dc34ff2b9d699200c0a5d550464b");
+        assert_eq!(
+            Digest::of(&p).hex(),
+            "d8a030716080e45139ff0d6d8de7649cc500dc34ff2b9d699200c0a5d550464b"
+        );
         // Its config digest in the same vector's manifest.
-        assert_eq!(Digest::of(&cosign_config(&Digest::of(&p))).hex(), "3eef629b458806a1240642b3647481c811aec61f9589a3d8374d98af5d6271f6");
+        assert_eq!(
+            Digest::of(&cosign_config(&Digest::of(&p))).hex(),
+            "3eef629b458806a1240642b3647481c811aec61f9589a3d8374d98af5d6271f6"
+        );
     }
 
     #[test]
     fn refuses_encrypted_and_sec1_keys() {
         let enc = b"-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\nYWJj\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n";
-        assert_eq!(SigningKey::from_pem(enc).unwrap_err(), SignError::EncryptedCosignKey);
+        assert_eq!(
+            SigningKey::from_pem(enc).unwrap_err(),
+            SignError::EncryptedCosignKey
+        );
         let sec1 = b"-----BEGIN EC PRIVATE KEY-----\nYWJj\n-----END EC PRIVATE KEY-----\n";
-        assert!(matches!(SigningKey::from_pem(sec1).unwrap_err(), SignError::UnsupportedPem { .. }));
-        assert_eq!(SigningKey::from_pem(b"junk").unwrap_err(), SignError::NotPem);
+        assert!(matches!(
+            SigningKey::from_pem(sec1).unwrap_err(),
+            SignError::UnsupportedPem { .. }
+        ));
+        assert_eq!(
+            SigningKey::from_pem(b"junk").unwrap_err(),
+            SignError::NotPem
+        );
     }
 }

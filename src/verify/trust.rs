@@ -41,10 +41,13 @@ impl Trust {
 
     /// A custom `trusted_root.json` (Sigstore protobuf-specs JSON).
     pub fn from_json(json: &[u8]) -> Result<Self, String> {
-        let text = std::str::from_utf8(json).map_err(|_| "trusted root is not UTF-8".to_string())?;
+        let text =
+            std::str::from_utf8(json).map_err(|_| "trusted root is not UTF-8".to_string())?;
         let root = TrustedRoot::from_json(text).map_err(|e| e.to_string())?;
         let verifier = Verifier::new(&root).map_err(|e| e.to_string())?;
-        Ok(Self { verifier: Arc::new(verifier) })
+        Ok(Self {
+            verifier: Arc::new(verifier),
+        })
     }
 
     /// Verifies a keyless bundle (Fulcio certificate, SCT, Rekor evidence, signature,
@@ -63,9 +66,16 @@ impl Trust {
             .verify(artifact, bundle, &policy)
             .map_err(|e| classify(source, &e))?;
         if !result.certificate_verified() || !result.sct_verified() {
-            return Err(Rejection::new(source, "certificate chain", "certificate was not verified"));
+            return Err(Rejection::new(
+                source,
+                "certificate chain",
+                "certificate was not verified",
+            ));
         }
-        let san = result.identity().map(|s| s.as_str().to_string()).unwrap_or_default();
+        let san = result
+            .identity()
+            .map(|s| s.as_str().to_string())
+            .unwrap_or_default();
         let Some(issuer) = result.issuer() else {
             return Err(Rejection::new(
                 source,
@@ -78,7 +88,13 @@ impl Trust {
         } else {
             let wanted: Vec<String> = identities
                 .iter()
-                .map(|m| format!("issuer '{}' subject '{}'", m.issuer_pattern(), m.subject_pattern()))
+                .map(|m| {
+                    format!(
+                        "issuer '{}' subject '{}'",
+                        m.issuer_pattern(),
+                        m.subject_pattern()
+                    )
+                })
                 .collect();
             Err(Rejection::new(
                 source,
@@ -111,7 +127,8 @@ impl Trust {
                 Err(e) => last = Some(classify(source, &e)),
             }
         }
-        Err(last.unwrap_or_else(|| Rejection::new(source, "signature", "no public key to verify with")))
+        Err(last
+            .unwrap_or_else(|| Rejection::new(source, "signature", "no public key to verify with")))
     }
 }
 
@@ -120,7 +137,9 @@ pub fn classify(source: &str, error: &SigstoreError) -> Rejection {
     let check = match error {
         SigstoreError::IdentityMismatch { .. } | SigstoreError::IssuerMismatch { .. } => "identity",
         SigstoreError::SignatureInvalid(_) => "signature",
-        SigstoreError::ArtifactMismatch(_) | SigstoreError::UnsupportedArtifact(_) => "digest binding",
+        SigstoreError::ArtifactMismatch(_) | SigstoreError::UnsupportedArtifact(_) => {
+            "digest binding"
+        }
         SigstoreError::Certificate(CertificateError::Sct(_)) => "certificate SCT",
         SigstoreError::Certificate(
             CertificateError::Expired { .. } | CertificateError::NotYetValid { .. },

@@ -20,13 +20,21 @@ use ocisource::ports::{BlobStream, FetchedManifest, Registry, RegistryError, Reg
 /// overrides that (a git worktree elsewhere).
 pub fn vectors_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("OCISOURCE_COSIGN_VECTORS").map_or_else(
-        || PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/vectors/cosign")),
+        || {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../shared/vectors/cosign"
+            ))
+        },
         PathBuf::from,
     );
     if dir.join("expected.json").is_file() {
         Some(dir)
     } else {
-        println!("SKIP: cosign test vectors not found at {} (they are not part of a clone)", dir.display());
+        println!(
+            "SKIP: cosign test vectors not found at {} (they are not part of a clone)",
+            dir.display()
+        );
         None
     }
 }
@@ -53,8 +61,16 @@ fn descriptor(media_type: &str, bytes: &[u8], annotations: BTreeMap<String, Stri
 
 impl FakeRegistry {
     /// Stores a blob and returns its descriptor.
-    pub fn put_blob(&self, media_type: &str, bytes: &[u8], annotations: BTreeMap<String, String>) -> Descriptor {
-        self.blobs.lock().unwrap().insert(Digest::of(bytes), Bytes::copy_from_slice(bytes));
+    pub fn put_blob(
+        &self,
+        media_type: &str,
+        bytes: &[u8],
+        annotations: BTreeMap<String, String>,
+    ) -> Descriptor {
+        self.blobs
+            .lock()
+            .unwrap()
+            .insert(Digest::of(bytes), Bytes::copy_from_slice(bytes));
         descriptor(media_type, bytes, annotations)
     }
 
@@ -72,10 +88,20 @@ impl FakeRegistry {
 
     /// Lays out a cosign v2 `.sig` manifest for `digest` with these layers.
     pub fn put_v2(&self, digest: &Digest, layers: &[(Vec<u8>, BTreeMap<String, String>)]) {
-        let config = self.put_blob("application/vnd.oci.image.config.v1+json", b"{}", BTreeMap::new());
+        let config = self.put_blob(
+            "application/vnd.oci.image.config.v1+json",
+            b"{}",
+            BTreeMap::new(),
+        );
         let layers = layers
             .iter()
-            .map(|(payload, ann)| self.put_blob("application/vnd.dev.cosign.simplesigning.v1+json", payload, ann.clone()))
+            .map(|(payload, ann)| {
+                self.put_blob(
+                    "application/vnd.dev.cosign.simplesigning.v1+json",
+                    payload,
+                    ann.clone(),
+                )
+            })
             .collect();
         let manifest = ImageManifest {
             schema_version: 2,
@@ -87,7 +113,11 @@ impl FakeRegistry {
             annotations: BTreeMap::new(),
         };
         let body = serde_json::to_vec(&manifest).unwrap();
-        self.put_manifest(Some(&format!("{}.sig", digest.tag_form())), OCI_MANIFEST, &body);
+        self.put_manifest(
+            Some(&format!("{}.sig", digest.tag_form())),
+            OCI_MANIFEST,
+            &body,
+        );
     }
 
     /// Lays out cosign v3 referrers for `digest` under the `sha256-<hex>` fallback tag.
@@ -95,14 +125,21 @@ impl FakeRegistry {
         let mut entries = Vec::new();
         for bundle in bundles {
             let config = self.put_blob("application/vnd.oci.empty.v1+json", b"{}", BTreeMap::new());
-            let layer = self.put_blob("application/vnd.dev.sigstore.bundle.v0.3+json", bundle, BTreeMap::new());
+            let layer = self.put_blob(
+                "application/vnd.dev.sigstore.bundle.v0.3+json",
+                bundle,
+                BTreeMap::new(),
+            );
             let manifest = ImageManifest {
                 schema_version: 2,
                 media_type: Some(OCI_MANIFEST.into()),
                 artifact_type: Some("application/vnd.dev.sigstore.bundle.v0.3+json".into()),
                 config,
                 layers: vec![layer],
-                subject: Some(Descriptor { digest: subject.clone(), ..descriptor(OCI_MANIFEST, b"", BTreeMap::new()) }),
+                subject: Some(Descriptor {
+                    digest: subject.clone(),
+                    ..descriptor(OCI_MANIFEST, b"", BTreeMap::new())
+                }),
                 annotations: BTreeMap::new(),
             };
             let body = serde_json::to_vec(&manifest).unwrap();
@@ -118,7 +155,11 @@ impl FakeRegistry {
             manifests: entries,
             annotations: BTreeMap::new(),
         };
-        self.put_manifest(Some(&digest.tag_form()), OCI_INDEX, &serde_json::to_vec(&index).unwrap());
+        self.put_manifest(
+            Some(&digest.tag_form()),
+            OCI_INDEX,
+            &serde_json::to_vec(&index).unwrap(),
+        );
     }
 }
 
@@ -136,11 +177,22 @@ impl Registry for FakeRegistry {
         self.asked.lock().unwrap().push(reference.to_string());
         let m = self.manifests.lock().unwrap();
         let (media_type, body) = m.get(reference).ok_or_else(|| not_found(reference))?;
-        Ok(FetchedManifest { digest: Digest::of(body), media_type: media_type.clone(), body: body.clone() })
+        Ok(FetchedManifest {
+            digest: Digest::of(body),
+            media_type: media_type.clone(),
+            body: body.clone(),
+        })
     }
 
     async fn tags(&self) -> Result<Vec<String>, RegistryError> {
-        Ok(self.manifests.lock().unwrap().keys().filter(|k| !k.starts_with("sha256:")).cloned().collect())
+        Ok(self
+            .manifests
+            .lock()
+            .unwrap()
+            .keys()
+            .filter(|k| !k.starts_with("sha256:"))
+            .cloned()
+            .collect())
     }
 
     async fn blob(&self, descriptor: &Descriptor) -> Result<BlobStream, RegistryError> {
@@ -150,9 +202,14 @@ impl Registry for FakeRegistry {
 
     async fn blob_bytes(&self, descriptor: &Descriptor, max: u64) -> Result<Bytes, RegistryError> {
         let b = self.blobs.lock().unwrap();
-        let bytes = b.get(&descriptor.digest).ok_or_else(|| not_found(&descriptor.digest.to_string()))?;
+        let bytes = b
+            .get(&descriptor.digest)
+            .ok_or_else(|| not_found(&descriptor.digest.to_string()))?;
         if bytes.len() as u64 > max {
-            return Err(RegistryError::new(RegistryErrorKind::Integrity, "blob too large"));
+            return Err(RegistryError::new(
+                RegistryErrorKind::Integrity,
+                "blob too large",
+            ));
         }
         Ok(bytes.clone())
     }
