@@ -10,3 +10,4 @@
 pub mod domain;
 pub mod ports;
 pub mod storage;
+pub mod verify;

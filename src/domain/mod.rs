@@ -1,6 +1,7 @@
 //! Pure rules of ocisource: references, digests, manifests, tag and layer choice,
-//! ignore rules, limits. Nothing here performs I/O, and nothing here may import kube,
-//! tokio, reqwest, axum or sigstore crates (`hack/check-domain.sh` enforces it).
+//! ignore rules, limits, verification policy, condition summary, requeue policy.
+//! Nothing here performs I/O, and nothing here may import kube, tokio, reqwest, axum or
+//! sigstore crates (`hack/check-domain.sh` enforces it).
 
 pub mod digest;
 pub mod duration;
@@ -11,3 +12,4 @@ pub mod reference;
 pub mod requeue;
 pub mod secret;
 pub mod semver_range;
+pub mod verification;
