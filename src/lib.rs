@@ -9,3 +9,5 @@
 
 pub mod domain;
 pub mod ports;
+pub mod api;
+pub mod server;

@@ -6,3 +6,4 @@ pub mod digest;
 pub mod limits;
 pub mod manifest;
 pub mod secret;
+pub mod status;
