@@ -121,3 +121,93 @@ impl ExternalArtifactStatus {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use kube::CustomResourceExt;
+
+    const SOURCE: &str = r#"
+apiVersion: ocisource.dev/v1beta1
+kind: OCIRepository
+metadata: {name: podinfo, namespace: apps, uid: 0b7f6c1e-1111-2222-3333-444455556666, generation: 4}
+spec: {interval: 5m, url: "oci://ghcr.io/stefanprodan/manifests/podinfo"}
+status:
+  observedGeneration: 4
+  url: http://ocisource.flux-system.svc/ocirepository/apps/podinfo/latest.tar.gz
+  artifact:
+    path: ocirepository/apps/podinfo/3b1c.tar.gz
+    url: http://ocisource.flux-system.svc/ocirepository/apps/podinfo/3b1c.tar.gz
+    revision: latest@sha256:3b1c
+    digest: sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+    lastUpdateTime: "2026-07-02T10:00:00Z"
+    size: 1234
+    metadata: {org.opencontainers.image.revision: "main@sha1:abc"}
+  conditions:
+  - {type: Ready, status: "False", reason: ArchiveOperationFailed, message: "failed to write", observedGeneration: 4, lastTransitionTime: "2026-07-02T10:05:00Z"}
+  - {type: StorageOperationFailed, status: "True", reason: ArchiveOperationFailed, message: "failed to write", observedGeneration: 4, lastTransitionTime: "2026-07-02T10:05:00Z"}
+  - {type: ArtifactInStorage, status: "True", reason: Succeeded, message: "stored artifact for revision 'latest@sha256:3b1c'", observedGeneration: 4, lastTransitionTime: "2026-07-02T10:00:00Z"}
+"#;
+
+    fn source() -> OciRepository {
+        serde_yaml::from_str(SOURCE).unwrap()
+    }
+
+    #[test]
+    fn flux_shaped_status_round_trips() {
+        let repo = source();
+        let status = repo.status.as_ref().unwrap();
+        assert_eq!(status.artifact.as_ref().unwrap().size, Some(1234));
+        let again: OciRepository = serde_json::from_value(serde_json::to_value(&repo).unwrap()).unwrap();
+        assert_eq!(again, repo);
+    }
+
+    #[test]
+    fn for_source_names_the_source_and_is_owned_by_it() {
+        let ea = ExternalArtifact::for_source(&source()).unwrap();
+        assert_eq!(ea.metadata.name.as_deref(), Some("podinfo"));
+        assert_eq!(ea.metadata.namespace.as_deref(), Some("apps"));
+        let owner = &ea.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!((owner.kind.as_str(), owner.api_version.as_str()), ("OCIRepository", "ocisource.dev/v1beta1"));
+        assert_eq!(owner.uid, "0b7f6c1e-1111-2222-3333-444455556666");
+        assert_eq!(owner.controller, Some(true));
+        let source_ref = ea.spec.source_ref.unwrap();
+        assert_eq!((source_ref.kind.as_str(), source_ref.name.as_str()), ("OCIRepository", "podinfo"));
+        let wire = serde_json::to_value(ExternalArtifact::for_source(&source()).unwrap()).unwrap();
+        assert_eq!(wire["apiVersion"], "source.toolkit.fluxcd.io/v1");
+        assert_eq!(wire["kind"], "ExternalArtifact");
+        assert_eq!(wire["spec"]["sourceRef"]["apiVersion"], "ocisource.dev/v1beta1");
+    }
+
+    #[test]
+    fn for_source_refuses_an_object_without_uid() {
+        let mut repo = source();
+        repo.metadata.uid = None;
+        assert_eq!(ExternalArtifact::for_source(&repo), Err(ExternalArtifactError::MissingMetadata { field: "uid" }));
+    }
+
+    #[test]
+    fn status_mirrors_artifact_and_maps_ready_reason() {
+        let status = ExternalArtifactStatus::from_source(&source());
+        assert_eq!(status.artifact, source().status.unwrap().artifact);
+        assert_eq!(status.conditions.len(), 1);
+        let ready = &status.conditions[0];
+        assert_eq!((ready.type_.as_str(), ready.status.as_str()), ("Ready", "False"));
+        assert_eq!(ready.reason, "StorageOperationFailed");
+        assert_eq!(ready.message, "failed to write");
+    }
+
+    #[test]
+    fn schema_matches_flux_external_artifact_fields() {
+        let crd = serde_json::to_value(ExternalArtifact::crd()).unwrap();
+        assert_eq!(crd["metadata"]["name"], "externalartifacts.source.toolkit.fluxcd.io");
+        let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"];
+        let source_ref = &schema["spec"]["properties"]["sourceRef"];
+        let keys: Vec<&str> = source_ref["properties"].as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(keys, ["apiVersion", "kind", "name", "namespace"]);
+        assert_eq!(source_ref["required"], serde_json::json!(["kind", "name"]));
+        let artifact = &schema["status"]["properties"]["artifact"];
+        assert_eq!(artifact["required"], serde_json::json!(["digest", "lastUpdateTime", "path", "revision", "url"]));
+    }
+}

@@ -297,4 +297,57 @@ impl OciRepository {
     pub fn validate(&self) -> Result<(), validate::InvalidSpec> {
         self.spec.validate()
     }
+
+    /// The value of the `reconcile.fluxcd.io/requestedAt` annotation, if any.
+    pub fn requested_at(&self) -> Option<&str> {
+        self.metadata.annotations.as_ref()?.get(RECONCILE_REQUESTED_AT).map(String::as_str)
+    }
+
+    /// True when `requestedAt` holds a value not yet echoed in
+    /// `status.lastHandledReconcileAt`.
+    pub fn reconcile_requested(&self) -> bool {
+        let handled = self.status.as_ref().and_then(|s| s.last_handled_reconcile_at.as_deref());
+        self.requested_at().is_some_and(|at| Some(at) != handled)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    fn repo(yaml_metadata: &str, handled: Option<&str>) -> OciRepository {
+        let mut repo: OciRepository = serde_yaml::from_str(&format!(
+            "apiVersion: ocisource.dev/v1beta1\nkind: OCIRepository\nmetadata: {yaml_metadata}\n\
+             spec: {{interval: 5m, url: 'oci://r/a'}}\n"
+        ))
+        .unwrap();
+        repo.status = Some(OciRepositoryStatus {
+            last_handled_reconcile_at: handled.map(String::from),
+            ..OciRepositoryStatus::default()
+        });
+        repo
+    }
+
+    #[test]
+    fn requested_at_triggers_until_handled() {
+        let meta = "{name: a, annotations: {reconcile.fluxcd.io/requestedAt: '2026-07-02T10:00:00Z'}}";
+        assert!(repo(meta, None).reconcile_requested());
+        assert!(repo(meta, Some("earlier")).reconcile_requested());
+        assert!(!repo(meta, Some("2026-07-02T10:00:00Z")).reconcile_requested());
+        assert!(!repo("{name: a}", None).reconcile_requested());
+    }
+
+    #[test]
+    fn defaults_match_flux() {
+        let r = repo("{name: a}", None);
+        assert_eq!(r.spec.timeout, "60s");
+        assert_eq!(r.spec.timeout_duration(), Some(Duration::from_secs(60)));
+        assert_eq!(r.spec.provider, Provider::Generic);
+        assert_eq!(OciLayerSelector::default().effective_operation(), LayerOperation::Extract);
+        let v: OciRepositoryVerification = serde_yaml::from_str("secretRef: {name: keys}").unwrap();
+        assert_eq!(v.provider, VerificationProvider::Cosign);
+        let wire = serde_json::to_value(&r.spec).unwrap();
+        assert!(wire.get("suspend").is_none() && wire.get("insecure").is_none(), "false flags are omitted");
+    }
 }
