@@ -180,15 +180,15 @@ fn find(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> 
 #[tokio::test]
 async fn metrics_are_parseable_prometheus_text_with_the_recorded_values() {
     let f = fixture();
-    f.metrics.observe_reconcile("success", "Succeeded", Duration::from_millis(40));
-    f.metrics.observe_reconcile("success", "Succeeded", Duration::from_secs(3));
-    f.metrics.observe_reconcile("failure", "AuthenticationFailed", Duration::from_secs(100));
+    f.metrics.observe_reconcile("Succeeded", Duration::from_millis(40));
+    f.metrics.observe_reconcile("Succeeded", Duration::from_secs(3));
+    f.metrics.observe_reconcile("AuthenticationFailed", Duration::from_secs(100));
     f.metrics.add_bytes_pulled(1000);
     f.metrics.add_bytes_pulled(24);
-    f.metrics.set_artifact_size("apps", "podinfo", 300_001);
-    f.metrics.set_artifact_size("apps", "gone", 5);
+    f.metrics.observe_artifact("apps", "podinfo", 300_001);
+    f.metrics.observe_artifact("apps", "gone", 5);
     f.metrics.remove_object("apps", "gone");
-    f.metrics.set_artifact_size("odd\"ns", "a\\b", 7);
+    f.metrics.observe_artifact("odd\"ns", "a\\b", 7);
 
     let (status, headers, body) = send(&f.router, Method::GET, "/metrics").await;
     assert_eq!(status, StatusCode::OK);

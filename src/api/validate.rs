@@ -52,6 +52,27 @@ impl InvalidSpec {
         }
     }
 
+    /// One invalid field, found outside [`OciRepositorySpec::validate`] (e.g. by a
+    /// stricter parser in the reconciler).
+    pub fn field(field: &'static str, message: impl Into<String>) -> Self {
+        Self { errors: vec![FieldError { field, message: message.into(), unsupported: false }] }
+    }
+
+    /// `spec.url` is invalid (reason `URLInvalid`).
+    pub fn url(message: impl Into<String>) -> Self {
+        Self::field("spec.url", message)
+    }
+
+    /// `spec.ref` is invalid.
+    pub fn reference(message: impl Into<String>) -> Self {
+        Self::field("spec.ref", message)
+    }
+
+    /// `spec.platform` is invalid.
+    pub fn platform(message: impl Into<String>) -> Self {
+        Self::field("spec.platform", message)
+    }
+
     /// The field paths that failed.
     pub fn fields(&self) -> Vec<&'static str> {
         self.errors.iter().map(|e| e.field).collect()
@@ -274,6 +295,17 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
 mod tests {
     use super::*;
     use rstest::rstest;
+
+    #[test]
+    fn reasons_follow_the_worst_field() {
+        assert_eq!(InvalidSpec::url("bad").reason(), "URLInvalid");
+        assert_eq!(InvalidSpec::url("bad").to_string(), "spec.url: bad");
+        assert_eq!(InvalidSpec::reference("bad").reason(), "InvalidSpec");
+        let mut both = InvalidSpec::platform("bad");
+        both.errors.push(FieldError { field: "spec.provider", message: "x".into(), unsupported: true });
+        assert_eq!(both.reason(), "ProviderNotSupported");
+        assert_eq!(both.to_string(), "spec.platform: bad; spec.provider: x");
+    }
 
     #[rstest]
     #[case("30s", Some(30_000))]

@@ -9,6 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::domain::status::reason::SUCCEEDED;
+
 /// Upper bounds (seconds) of the reconcile duration histogram buckets.
 const BUCKETS: [f64; 12] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 
@@ -46,9 +48,10 @@ impl Metrics {
         self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Records one finished reconcile: `result` is `success` or `failure`, `reason` the
-    /// Ready condition reason.
-    pub fn observe_reconcile(&self, result: &str, reason: &str, duration: Duration) {
+    /// Records one finished reconcile by its Ready reason: `Succeeded` counts as result
+    /// `success`, any other reason as `failure`.
+    pub fn observe_reconcile(&self, reason: &str, duration: Duration) {
+        let result = if reason == SUCCEEDED { "success" } else { "failure" };
         let seconds = duration.as_secs_f64();
         let mut inner = self.lock();
         let histogram = inner.durations.entry(result.to_string()).or_default();
@@ -64,8 +67,10 @@ impl Metrics {
         self.bytes_pulled.fetch_add(bytes, Ordering::Relaxed);
     }
 
-    /// Sets the stored artifact size of one object.
-    pub fn set_artifact_size(&self, namespace: &str, name: &str, bytes: u64) {
+    /// Sets the stored artifact size of one object (`status.artifact.size`; negative
+    /// values count as 0).
+    pub fn observe_artifact(&self, namespace: &str, name: &str, size: i64) {
+        let bytes = u64::try_from(size).unwrap_or(0);
         self.lock().artifact_sizes.insert((namespace.to_string(), name.to_string()), bytes);
     }
 
