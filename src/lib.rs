@@ -11,3 +11,5 @@ pub mod domain;
 pub mod ports;
 pub mod storage;
 pub mod verify;
+pub mod api;
+pub mod server;

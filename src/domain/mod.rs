@@ -12,4 +12,5 @@ pub mod reference;
 pub mod requeue;
 pub mod secret;
 pub mod semver_range;
+pub mod status;
 pub mod verification;
