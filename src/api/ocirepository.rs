@@ -144,8 +144,7 @@ pub struct OciLayerSelector {
     pub media_type: Option<String>,
     /// Operation specifies how the selected layers are processed. By default
     /// ('extract'), their content is extracted and merged into the stored artifact. With
-    /// 'copy', the compressed layer is stored as it is; this requires the selection to
-    /// match exactly one layer.
+    /// 'copy', the first matching layer is stored as it is (byte for byte), as Flux does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operation: Option<LayerOperation>,
 }
@@ -158,8 +157,8 @@ impl OciLayerSelector {
 }
 
 /// Operation specifies how the selected layers are processed: 'extract' (the default)
-/// merges their content into the stored artifact; 'copy' stores the compressed layer as
-/// it is and requires the selection to match exactly one layer.
+/// merges their content into the stored artifact; 'copy' stores the first matching
+/// compressed layer as it is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum LayerOperation {
