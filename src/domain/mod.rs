@@ -3,6 +3,7 @@
 //! tokio, reqwest, axum or sigstore crates (`hack/check-domain.sh` enforces it).
 
 pub mod digest;
+pub mod ignore;
 pub mod limits;
 pub mod manifest;
 pub mod secret;
