@@ -7,5 +7,6 @@
 //! `verify`, `storage`, `server`) implement them, and `app` is the only place that names
 //! concrete adapters.
 
+pub mod archive;
 pub mod domain;
 pub mod ports;
