@@ -75,7 +75,11 @@ fn apply(root: &Path, blob_path: &Path) {
             if dir.is_dir() {
                 for child in fs::read_dir(&dir).unwrap() {
                     let p = child.unwrap().path();
-                    if p.is_dir() && !p.is_symlink() { fs::remove_dir_all(p).unwrap() } else { fs::remove_file(p).unwrap() }
+                    if p.is_dir() && !p.is_symlink() {
+                        fs::remove_dir_all(p).unwrap()
+                    } else {
+                        fs::remove_file(p).unwrap()
+                    }
                 }
             }
         }
@@ -121,7 +125,9 @@ fn tree(root: &Path) -> BTreeMap<String, (char, Vec<u8>, u32)> {
     out
 }
 
-fn normalised(mut t: BTreeMap<String, (char, Vec<u8>, u32)>) -> BTreeMap<String, (char, Vec<u8>, u32)> {
+fn normalised(
+    mut t: BTreeMap<String, (char, Vec<u8>, u32)>,
+) -> BTreeMap<String, (char, Vec<u8>, u32)> {
     for (_, (kind, _, mode)) in t.iter_mut() {
         *mode = match kind {
             'd' => 0o750,
@@ -190,7 +196,9 @@ fn merged_archive_matches_layers_applied_in_order_by_gnu_tar() {
         };
         merger.add_layer(&descriptor, &blob[..]).unwrap();
     }
-    let MergeOutcome::Done { out, stats } = merger.finish().unwrap() else { panic!("no second pass expected") };
+    let MergeOutcome::Done { out, stats } = merger.finish().unwrap() else {
+        panic!("no second pass expected")
+    };
     let out_path = work.path().join("merged.tar.gz");
     fs::write(&out_path, &out).unwrap();
     run(Command::new("tar").arg("-xpzf").arg(&out_path).arg("-C").arg(&ours));
@@ -207,7 +215,8 @@ fn merged_archive_matches_layers_applied_in_order_by_gnu_tar() {
     assert_eq!(stats.files as usize, got.values().filter(|v| v.0 == 'f').count());
 
     // GNU tar sees owner 0/0 and the epoch on every entry, and each path once.
-    let verbose = run(Command::new("tar").args(["--numeric-owner", "--full-time", "-tvzf"]).arg(&out_path));
+    let verbose =
+        run(Command::new("tar").args(["--numeric-owner", "--full-time", "-tvzf"]).arg(&out_path));
     for line in verbose.lines() {
         assert!(line.contains(" 0/0 ") && line.contains("1970-01-01 00:00:00"), "{line}");
     }
@@ -216,9 +225,18 @@ fn merged_archive_matches_layers_applied_in_order_by_gnu_tar() {
     // Same layers in, same bytes out.
     let mut again = Merger::new(Vec::new(), MergeOptions::default());
     for blob in layers.iter().rev() {
-        let d = Descriptor { media_type: FLUX_CONTENT.into(), digest: Digest::of(blob), size: blob.len() as u64, annotations: Default::default(), platform: None, artifact_type: None };
+        let d = Descriptor {
+            media_type: FLUX_CONTENT.into(),
+            digest: Digest::of(blob),
+            size: blob.len() as u64,
+            annotations: Default::default(),
+            platform: None,
+            artifact_type: None,
+        };
         again.add_layer(&d, &blob[..]).unwrap();
     }
-    let MergeOutcome::Done { out: out2, .. } = again.finish().unwrap() else { panic!("no second pass expected") };
+    let MergeOutcome::Done { out: out2, .. } = again.finish().unwrap() else {
+        panic!("no second pass expected")
+    };
     assert_eq!(out, out2);
 }

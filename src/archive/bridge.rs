@@ -42,7 +42,10 @@ pub struct ReaderGone;
 pub fn channel(capacity: usize) -> (BlobSender, BlobReader) {
     let (tx, rx) = mpsc::channel(capacity.max(1));
     let complete = Arc::new(AtomicBool::new(false));
-    (BlobSender { tx, complete: complete.clone() }, BlobReader { rx, current: Bytes::new(), complete })
+    (
+        BlobSender { tx, complete: complete.clone() },
+        BlobReader { rx, current: Bytes::new(), complete },
+    )
 }
 
 impl BlobSender {
@@ -79,7 +82,10 @@ impl Read for BlobReader {
                 Some(Err(e)) => return Err(e),
                 None if self.complete.load(Ordering::Acquire) => return Ok(0),
                 None => {
-                    return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the blob download stopped before its end"))
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the blob download stopped before its end",
+                    ))
                 }
             }
         }

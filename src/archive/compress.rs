@@ -34,7 +34,9 @@ impl ChunkWriter {
         }
         let next = self.free.try_recv().unwrap_or_else(|_| Vec::with_capacity(CHUNK));
         let full = std::mem::replace(&mut self.buf, next);
-        self.tx.send(full).map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the compressor stopped"))
+        self.tx
+            .send(full)
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the compressor stopped"))
     }
 }
 
@@ -88,7 +90,13 @@ impl<W: Write + Send + 'static> Sink<W> {
     }
 
     /// Appends a normalised regular file whose `size` bytes come from `data`.
-    pub(super) fn file(&mut self, path: &str, mode: u32, size: u64, data: impl Read) -> io::Result<()> {
+    pub(super) fn file(
+        &mut self,
+        path: &str,
+        mode: u32,
+        size: u64,
+        data: impl Read,
+    ) -> io::Result<()> {
         let mut h = header(EntryType::Regular, mode, size);
         self.tar.append_data(&mut h, path, data)
     }

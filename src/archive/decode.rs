@@ -100,10 +100,20 @@ pub(super) fn open<'r, R: Read + 'r>(reader: R, budget: u64) -> io::Result<Decod
     let format = sniff(&head[..got]);
     let chained = Cursor::new(head).take(got as u64).chain(raw);
     let inner: Box<dyn Read + 'r> = match format {
-        Format::Gzip => Box::new(MultiGzDecoder::new(BufReader::with_capacity(INPUT_BUFFER, chained))),
+        Format::Gzip => {
+            Box::new(MultiGzDecoder::new(BufReader::with_capacity(INPUT_BUFFER, chained)))
+        }
         Format::Zstd | Format::Plain => Box::new(chained),
     };
-    Ok(Decoded { inner, read: 0, budget, exceeded: false, inner_failed: false, raw_failure: failure, format })
+    Ok(Decoded {
+        inner,
+        read: 0,
+        budget,
+        exceeded: false,
+        inner_failed: false,
+        raw_failure: failure,
+        format,
+    })
 }
 
 /// Wraps an entry's data so that a short read (truncated layer) becomes an error instead

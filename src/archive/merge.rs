@@ -116,7 +116,9 @@ impl State {
             match self.seen.get(a) {
                 Some(rec) => match rec.node {
                     Node::File if rec.layer == layer => return Err(Conflict::UnderFile(a.into())),
-                    Node::Symlink if rec.layer == layer => return Err(Conflict::ThroughSymlink(a.into())),
+                    Node::Symlink if rec.layer == layer => {
+                        return Err(Conflict::ThroughSymlink(a.into()))
+                    }
                     // A higher layer put a non-directory here: everything below is gone.
                     Node::File | Node::Symlink => return Ok(Place::Skip),
                     Node::Dir { .. } => {}
@@ -171,7 +173,10 @@ impl State {
     }
 
     /// Every winning path under `dir` (`""` = all), with its record.
-    pub(super) fn under<'a>(&'a self, dir: &'a str) -> Box<dyn Iterator<Item = (&'a String, &'a Rec)> + 'a> {
+    pub(super) fn under<'a>(
+        &'a self,
+        dir: &'a str,
+    ) -> Box<dyn Iterator<Item = (&'a String, &'a Rec)> + 'a> {
         if dir.is_empty() {
             return Box::new(self.seen.iter());
         }
@@ -200,11 +205,18 @@ mod tests {
     #[test]
     fn first_version_wins_and_parents_are_missing_once() {
         let mut s = State::default();
-        assert_eq!(win(&mut s, 0, "a/b/c", Kind::File), Ok(Place::Win { missing: vec!["a".into(), "a/b".into()] }));
+        assert_eq!(
+            win(&mut s, 0, "a/b/c", Kind::File),
+            Ok(Place::Win { missing: vec!["a".into(), "a/b".into()] })
+        );
         assert_eq!(win(&mut s, 0, "a/b/d", Kind::File), Ok(Place::Win { missing: vec![] }));
         assert_eq!(win(&mut s, 1, "a/b/c", Kind::File), Ok(Place::Skip));
         assert_eq!(win(&mut s, 0, "a/b/c", Kind::File), Err(Conflict::Duplicate));
-        assert_eq!(win(&mut s, 0, "a/b", Kind::Dir), Ok(Place::Skip), "explicit dir after its child");
+        assert_eq!(
+            win(&mut s, 0, "a/b", Kind::Dir),
+            Ok(Place::Skip),
+            "explicit dir after its child"
+        );
     }
 
     #[test]
@@ -216,7 +228,10 @@ mod tests {
         s.end_layer();
         assert_eq!(win(&mut s, 1, "x/other", Kind::File), Ok(Place::Skip));
         assert_eq!(win(&mut s, 1, "d/f", Kind::File), Ok(Place::Skip));
-        assert!(matches!(win(&mut s, 1, "d", Kind::Dir), Ok(Place::Win { .. })), "opaque keeps the dir");
+        assert!(
+            matches!(win(&mut s, 1, "d", Kind::Dir), Ok(Place::Win { .. })),
+            "opaque keeps the dir"
+        );
     }
 
     #[test]

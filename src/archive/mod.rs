@@ -134,8 +134,8 @@ impl<W: Write + Send + 'static> Merger<W> {
             }
         }
         let budget = self.limits.max_uncompressed_bytes.saturating_sub(self.read_bytes);
-        let mut decoded =
-            decode::open(reader, budget).map_err(|source| ArchiveError::Read { layer: digest.clone(), source })?;
+        let mut decoded = decode::open(reader, budget)
+            .map_err(|source| ArchiveError::Read { layer: digest.clone(), source })?;
         if decoded.format == Format::Zstd {
             return Err(ArchiveError::Zstd { layer: digest.clone() });
         }
@@ -156,7 +156,12 @@ impl<W: Write + Send + 'static> Merger<W> {
         result
     }
 
-    fn entries(&mut self, digest: &Digest, decoded: &mut Decoded<'_>, last: &mut String) -> Result<(), Step> {
+    fn entries(
+        &mut self,
+        digest: &Digest,
+        decoded: &mut Decoded<'_>,
+        last: &mut String,
+    ) -> Result<(), Step> {
         let mut archive = tar::Archive::new(&mut *decoded);
         for entry in archive.entries().map_err(Step::Io)? {
             let mut entry = entry.map_err(Step::Io)?;
@@ -165,7 +170,12 @@ impl<W: Write + Send + 'static> Merger<W> {
         Ok(())
     }
 
-    fn entry<R: Read>(&mut self, digest: &Digest, entry: &mut tar::Entry<'_, R>, last: &mut String) -> Result<(), Step> {
+    fn entry<R: Read>(
+        &mut self,
+        digest: &Digest,
+        entry: &mut tar::Entry<'_, R>,
+        last: &mut String,
+    ) -> Result<(), Step> {
         let raw = entry.path_bytes();
         let path = clean_path(&raw).map_err(|reason| ArchiveError::UnsafePath {
             layer: digest.clone(),
@@ -175,14 +185,23 @@ impl<W: Write + Send + 'static> Merger<W> {
         last.clone_from(&path);
         self.read_entries += 1;
         if self.read_entries > self.limits.max_entries {
-            return Err(ArchiveError::TooManyEntries { layer: digest.clone(), path, limit: self.limits.max_entries }.into());
+            return Err(ArchiveError::TooManyEntries {
+                layer: digest.clone(),
+                path,
+                limit: self.limits.max_entries,
+            }
+            .into());
         }
         let header = entry.header();
         let kind = kind_of(header.entry_type());
         let mode = header.mode().unwrap_or(0o644);
         match kind {
-            Kind::Hardlink => return Err(ArchiveError::Hardlink { layer: digest.clone(), path }.into()),
-            Kind::Special(kind) => return Err(ArchiveError::SpecialFile { layer: digest.clone(), path, kind }.into()),
+            Kind::Hardlink => {
+                return Err(ArchiveError::Hardlink { layer: digest.clone(), path }.into())
+            }
+            Kind::Special(kind) => {
+                return Err(ArchiveError::SpecialFile { layer: digest.clone(), path, kind }.into())
+            }
             Kind::Meta => return Ok(()),
             Kind::File | Kind::Dir | Kind::Symlink => {}
         }
@@ -224,19 +243,29 @@ impl<W: Write + Send + 'static> Merger<W> {
             let size = entry.size();
             if size > MAX_SOURCEIGNORE_BYTES {
                 let limit = MAX_SOURCEIGNORE_BYTES;
-                return Err(ArchiveError::SourceIgnoreTooLarge { layer: digest.clone(), path, limit }.into());
+                return Err(ArchiveError::SourceIgnoreTooLarge {
+                    layer: digest.clone(),
+                    path,
+                    limit,
+                }
+                .into());
             }
             let mut content = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
             Exact::new(&mut *entry, size).read_to_end(&mut content).map_err(Step::Io)?;
             self.sourceignore(digest, &path, &String::from_utf8_lossy(&content))?;
-            self.write(|s| s.file(&path, file_mode(mode), size, &content[..])).map_err(|e| self.write_error(e))?;
+            self.write(|s| s.file(&path, file_mode(mode), size, &content[..]))
+                .map_err(|e| self.write_error(e))?;
             self.stats.files += 1;
         } else {
             let size = entry.size();
             let mut data = Exact::new(&mut *entry, size);
             let written = self.write(|s| s.file(&path, file_mode(mode), size, &mut data));
             if let Err(e) = written {
-                return Err(if data.failed { Step::Io(e) } else { Step::Fail(self.write_error(e)) });
+                return Err(if data.failed {
+                    Step::Io(e)
+                } else {
+                    Step::Fail(self.write_error(e))
+                });
             }
             self.stats.files += 1;
         }
@@ -246,7 +275,12 @@ impl<W: Write + Send + 'static> Merger<W> {
 
     /// Loads a winning `.sourceignore` and checks whether it changes entries already
     /// decided; if so, switches to collect-only mode.
-    fn sourceignore(&mut self, digest: &Digest, path: &str, content: &str) -> Result<(), ArchiveError> {
+    fn sourceignore(
+        &mut self,
+        digest: &Digest,
+        path: &str,
+        content: &str,
+    ) -> Result<(), ArchiveError> {
         let dir = split(path).0;
         self.found.push((dir.to_string(), content.to_string()));
         if self.rules.has_sourceignore(dir, content) {
@@ -257,11 +291,16 @@ impl<W: Write + Send + 'static> Merger<W> {
             return Ok(());
         }
         let rules = &self.rules;
-        let changed =
-            self.state.under(dir).any(|(p, rec)| rec.emittable() && rules.is_ignored(p, rec.is_dir()) != rec.ignored);
+        let changed = self
+            .state
+            .under(dir)
+            .any(|(p, rec)| rec.emittable() && rules.is_ignored(p, rec.is_dir()) != rec.ignored);
         if changed {
             if self.second_pass {
-                return Err(ArchiveError::SourceIgnoreUnstable { layer: digest.clone(), path: path.to_string() });
+                return Err(ArchiveError::SourceIgnoreUnstable {
+                    layer: digest.clone(),
+                    path: path.to_string(),
+                });
             }
             self.collect_only = true;
         }
@@ -296,12 +335,18 @@ impl<W: Write + Send + 'static> Merger<W> {
             if let Some(sink) = self.sink.take() {
                 drop(sink.abandon(io::Error::other("second pass needed")));
             }
-            return Ok(MergeOutcome::NeedsSecondPass { sourceignore: std::mem::take(&mut self.found) });
+            return Ok(MergeOutcome::NeedsSecondPass {
+                sourceignore: std::mem::take(&mut self.found),
+            });
         }
         let sink = match (self.sink.take(), self.out.take()) {
             (Some(sink), _) => sink,
             (None, Some(out)) => Sink::start(out)?,
-            (None, None) => return Err(ArchiveError::Write { source: io::Error::other("the merged archive was already abandoned") }),
+            (None, None) => {
+                return Err(ArchiveError::Write {
+                    source: io::Error::other("the merged archive was already abandoned"),
+                })
+            }
         };
         let out = sink.finish()?;
         Ok(MergeOutcome::Done { out, stats: self.stats })
@@ -331,7 +376,13 @@ fn conflict(digest: &Digest, path: String, c: Conflict) -> ArchiveError {
 }
 
 /// Classifies an I/O error met while reading a layer.
-fn input_error(layer: &Digest, decoded: &Decoded<'_>, limit: u64, last: &str, e: io::Error) -> ArchiveError {
+fn input_error(
+    layer: &Digest,
+    decoded: &Decoded<'_>,
+    limit: u64,
+    last: &str,
+    e: io::Error,
+) -> ArchiveError {
     let layer = layer.clone();
     if decoded.exceeded {
         return ArchiveError::TooLarge { layer, limit };

@@ -88,7 +88,11 @@ pub(super) fn whiteout(path: &str) -> Option<Whiteout> {
     if hidden.starts_with(WHITEOUT) || hidden.is_empty() {
         return Some(Whiteout::Meta);
     }
-    Some(Whiteout::Hide(if dir.is_empty() { hidden.to_string() } else { format!("{dir}/{hidden}") }))
+    Some(Whiteout::Hide(if dir.is_empty() {
+        hidden.to_string()
+    } else {
+        format!("{dir}/{hidden}")
+    }))
 }
 
 /// `(parent, base name)`; the parent of a top-level name is `""`.
@@ -103,7 +107,11 @@ pub(super) fn ancestors(path: &str) -> impl Iterator<Item = &str> {
 
 /// Normalised mode of a regular file: 0700 if any exec bit was set, else 0600.
 pub(super) fn file_mode(mode: u32) -> u32 {
-    if mode & 0o111 != 0 { 0o700 } else { 0o600 }
+    if mode & 0o111 != 0 {
+        0o700
+    } else {
+        0o600
+    }
 }
 
 /// Normalised mode of every directory.

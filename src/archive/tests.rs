@@ -66,7 +66,10 @@ pub(super) fn desc(blob: &[u8]) -> Descriptor {
 }
 
 /// Merges blobs given TOP first.
-pub(super) fn merge(top_first: &[Vec<u8>], opts: MergeOptions) -> Result<MergeOutcome<Vec<u8>>, ArchiveError> {
+pub(super) fn merge(
+    top_first: &[Vec<u8>],
+    opts: MergeOptions,
+) -> Result<MergeOutcome<Vec<u8>>, ArchiveError> {
     let mut m = Merger::new(Vec::new(), opts);
     for blob in top_first {
         m.add_layer(&desc(blob), &blob[..])?;
@@ -82,7 +85,9 @@ pub(super) fn no_ignores() -> MergeOptions {
 pub(super) fn done(outcome: MergeOutcome<Vec<u8>>) -> (Vec<u8>, MergeStats) {
     match outcome {
         MergeOutcome::Done { out, stats } => (out, stats),
-        MergeOutcome::NeedsSecondPass { sourceignore } => panic!("unexpected second pass: {sourceignore:?}"),
+        MergeOutcome::NeedsSecondPass { sourceignore } => {
+            panic!("unexpected second pass: {sourceignore:?}")
+        }
     }
 }
 
@@ -114,13 +119,20 @@ fn content<'a>(list: &'a [(String, char, u32, String)], path: &str) -> Option<&'
 #[test]
 fn higher_layers_override_lower_ones_across_four_layers() {
     // Manifest order, bottom first.
-    let l1 = tar_of(&[E::Dir("app"), E::File("app/a", "1"), E::File("app/b", "1"), E::File("app/c", "1"), E::File("app/d", "1")]);
+    let l1 = tar_of(&[
+        E::Dir("app"),
+        E::File("app/a", "1"),
+        E::File("app/b", "1"),
+        E::File("app/c", "1"),
+        E::File("app/d", "1"),
+    ]);
     let l2 = tar_of(&[E::File("app/b", "2"), E::File("app/c", "2"), E::File("app/d", "2")]);
     let l3 = tar_of(&[E::File("app/c", "3"), E::File("app/d", "3"), E::Dir("app")]);
     let l4 = tar_of(&[E::File("app/d", "4"), E::File("top", "4")]);
     let (out, stats) = done(merge(&[gz(&l4), l3, gz(&l2), l1], no_ignores()).unwrap());
     let list = listing(&out);
-    for (p, want) in [("app/a", "1"), ("app/b", "2"), ("app/c", "3"), ("app/d", "4"), ("top", "4")] {
+    for (p, want) in [("app/a", "1"), ("app/b", "2"), ("app/c", "3"), ("app/d", "4"), ("top", "4")]
+    {
         assert_eq!(content(&list, p), Some(want), "{p}");
     }
     let mut all = paths(&out);
@@ -134,7 +146,12 @@ fn higher_layers_override_lower_ones_across_four_layers() {
 
 #[test]
 fn whiteouts_hide_lower_layers_but_not_their_own() {
-    let bottom = tar_of(&[E::File("gone/x", "x"), E::File("gone/y/z", "z"), E::File("keep", "k"), E::File("file", "f")]);
+    let bottom = tar_of(&[
+        E::File("gone/x", "x"),
+        E::File("gone/y/z", "z"),
+        E::File("keep", "k"),
+        E::File("file", "f"),
+    ]);
     let top = tar_of(&[E::File(".wh.gone", ""), E::File("gone/new", "n"), E::File(".wh.file", "")]);
     let (out, _) = done(merge(&[top, bottom], no_ignores()).unwrap());
     assert_eq!(paths(&out), vec!["gone", "gone/new", "keep"]);
@@ -142,7 +159,12 @@ fn whiteouts_hide_lower_layers_but_not_their_own() {
 
 #[test]
 fn opaque_directory_hides_all_lower_content() {
-    let bottom = tar_of(&[E::Dir("d"), E::File("d/old", "o"), E::File("d/sub/old", "o"), E::File("other", "o")]);
+    let bottom = tar_of(&[
+        E::Dir("d"),
+        E::File("d/old", "o"),
+        E::File("d/sub/old", "o"),
+        E::File("other", "o"),
+    ]);
     let top = tar_of(&[E::Dir("d"), E::File("d/.wh..wh..opq", ""), E::File("d/new", "n")]);
     let (out, _) = done(merge(&[top, bottom], no_ignores()).unwrap());
     assert_eq!(paths(&out), vec!["d", "d/new", "other"]);
@@ -150,11 +172,24 @@ fn opaque_directory_hides_all_lower_content() {
 
 #[test]
 fn parents_are_synthesised_before_children_and_normalised() {
-    let layer = tar_of(&[E::File("a/b/c.yaml", "c"), E::Exec("a/run.sh", "#!"), E::Dir("a/b"), E::Link("a/l", "c.yaml")]);
+    let layer = tar_of(&[
+        E::File("a/b/c.yaml", "c"),
+        E::Exec("a/run.sh", "#!"),
+        E::Dir("a/b"),
+        E::Link("a/l", "c.yaml"),
+    ]);
     let (out, stats) = done(merge(&[layer], no_ignores()).unwrap());
     let list = listing(&out);
     let got: Vec<(&str, char, u32)> = list.iter().map(|e| (e.0.as_str(), e.1, e.2)).collect();
-    assert_eq!(got, vec![("a", 'd', 0o750), ("a/b", 'd', 0o750), ("a/b/c.yaml", 'f', 0o600), ("a/run.sh", 'f', 0o700)]);
+    assert_eq!(
+        got,
+        vec![
+            ("a", 'd', 0o750),
+            ("a/b", 'd', 0o750),
+            ("a/b/c.yaml", 'f', 0o600),
+            ("a/run.sh", 'f', 0o700)
+        ]
+    );
     assert_eq!(stats.skipped, 2, "the explicit dir already written and the symlink");
 }
 
@@ -168,17 +203,36 @@ fn default_exclusions_apply_and_spec_ignore_replaces_them() {
         E::File("notes.md", "n"),
     ]);
     let defaults = MergeOptions::default();
-    let (out, stats) = done(merge(&[layer.clone()], defaults).unwrap());
+    let (out, stats) = done(merge(std::slice::from_ref(&layer), defaults).unwrap());
     assert_eq!(paths(&out), vec!["deploy", "deploy/app.yaml", "notes.md"]);
     assert!(stats.skipped >= 3);
-    let spec = MergeOptions { ignore: IgnoreRules::from_spec("*.md\n").unwrap(), limits: Limits::default() };
+    let spec = MergeOptions {
+        ignore: IgnoreRules::from_spec("*.md\n").unwrap(),
+        limits: Limits::default(),
+    };
     let (out, _) = done(merge(&[layer], spec).unwrap());
-    assert_eq!(paths(&out), vec![".git", ".git/config", "logo.png", ".github", ".github/workflows", ".github/workflows/ci.yml", "deploy", "deploy/app.yaml"]);
+    assert_eq!(
+        paths(&out),
+        vec![
+            ".git",
+            ".git/config",
+            "logo.png",
+            ".github",
+            ".github/workflows",
+            ".github/workflows/ci.yml",
+            "deploy",
+            "deploy/app.yaml"
+        ]
+    );
 }
 
 #[test]
 fn sourceignore_seen_first_applies_in_one_pass_and_is_kept() {
-    let top = tar_of(&[E::File("sub/.sourceignore", "*.txt\n"), E::File("sub/a.txt", "t"), E::File("b.txt", "b")]);
+    let top = tar_of(&[
+        E::File("sub/.sourceignore", "*.txt\n"),
+        E::File("sub/a.txt", "t"),
+        E::File("b.txt", "b"),
+    ]);
     let bottom = tar_of(&[E::File("sub/c.txt", "t"), E::File("sub/keep.yaml", "k")]);
     let (out, _) = done(merge(&[top, bottom], no_ignores()).unwrap());
     assert_eq!(paths(&out), vec!["sub", "sub/.sourceignore", "b.txt", "sub/keep.yaml"]);
@@ -199,20 +253,22 @@ fn late_sourceignore_asks_for_a_second_pass_that_then_converges() {
     for (dir, text) in &found {
         ignore.add_sourceignore(dir, text);
     }
-    let (out, _) = done(merge(&layers, MergeOptions { ignore, limits: Limits::default() }).unwrap());
+    let (out, _) =
+        done(merge(&layers, MergeOptions { ignore, limits: Limits::default() }).unwrap());
     assert_eq!(paths(&out), vec!["y.yaml", ".sourceignore"]);
 }
 
 #[test]
 fn late_sourceignore_that_reincludes_a_skipped_file_also_needs_a_second_pass() {
     let layer = tar_of(&[E::File("logo.png", "p"), E::File(".sourceignore", "!logo.png\n")]);
-    let found = match merge(&[layer.clone()], MergeOptions::default()).unwrap() {
+    let found = match merge(std::slice::from_ref(&layer), MergeOptions::default()).unwrap() {
         MergeOutcome::NeedsSecondPass { sourceignore } => sourceignore,
         MergeOutcome::Done { .. } => panic!("logo.png was skipped before the rule that keeps it"),
     };
     let mut ignore = IgnoreRules::flux_default();
     ignore.add_sourceignore(&found[0].0, &found[0].1);
-    let (out, _) = done(merge(&[layer], MergeOptions { ignore, limits: Limits::default() }).unwrap());
+    let (out, _) =
+        done(merge(&[layer], MergeOptions { ignore, limits: Limits::default() }).unwrap());
     assert_eq!(paths(&out), vec!["logo.png", ".sourceignore"]);
 }
 
@@ -230,7 +286,7 @@ fn output_is_deterministic_whatever_the_input_metadata_and_compression() {
         b.append(&h, d.as_bytes()).unwrap();
     }
     let b = b.into_inner().unwrap();
-    let (one, _) = done(merge(&[a.clone()], no_ignores()).unwrap());
+    let (one, _) = done(merge(std::slice::from_ref(&a), no_ignores()).unwrap());
     let (two, _) = done(merge(&[gz(&a)], no_ignores()).unwrap());
     let (three, _) = done(merge(&[b], no_ignores()).unwrap());
     assert_eq!(one, two);

@@ -13,7 +13,12 @@ fn refused(top_first: &[Vec<u8>], culprit: usize, path: &str) -> (ArchiveError, 
     refused_with(top_first, no_ignores(), culprit, path)
 }
 
-fn refused_with(top_first: &[Vec<u8>], opts: MergeOptions, culprit: usize, path: &str) -> (ArchiveError, String) {
+fn refused_with(
+    top_first: &[Vec<u8>],
+    opts: MergeOptions,
+    culprit: usize,
+    path: &str,
+) -> (ArchiveError, String) {
     let err = match merge(top_first, opts) {
         Err(e) => e,
         Ok(_) => panic!("merge accepted hostile input (entry '{path}')"),
@@ -73,7 +78,11 @@ fn hardlinks_are_refused() {
 
 #[test]
 fn devices_and_fifos_are_refused() {
-    for (kind, word) in [(EntryType::Char, "character device"), (EntryType::Block, "block device"), (EntryType::Fifo, "fifo")] {
+    for (kind, word) in [
+        (EntryType::Char, "character device"),
+        (EntryType::Block, "block device"),
+        (EntryType::Fifo, "fifo"),
+    ] {
         let layer = tar_of(&[E::Raw(b"dev/thing", kind, "")]);
         let (err, msg) = refused(&[layer], 0, "dev/thing");
         assert!(matches!(err, ArchiveError::SpecialFile { .. }) && msg.contains(word), "{msg}");
@@ -122,7 +131,10 @@ fn zstd_layers_get_a_clear_error() {
     let digest = desc(&blob).digest.to_string();
     let err = merge(&[blob], no_ignores()).unwrap_err();
     assert!(matches!(err, ArchiveError::Zstd { .. }), "{err:?}");
-    assert!(err.to_string().contains(&digest) && err.to_string().contains("not supported"), "{err}");
+    assert!(
+        err.to_string().contains(&digest) && err.to_string().contains("not supported"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -134,7 +146,10 @@ fn uncompressed_bytes_are_capped_across_layers() {
     let err = merge(&[top.clone(), bottom.clone()], opts).unwrap_err();
     assert!(matches!(err, ArchiveError::TooLarge { limit: 30_000, .. }), "{err:?}");
     assert!(err.to_string().contains(&desc(&bottom).digest.to_string()), "{err}");
-    let roomy = MergeOptions { ignore: IgnoreRules::none(), limits: Limits { max_uncompressed_bytes: 50_000, ..limits } };
+    let roomy = MergeOptions {
+        ignore: IgnoreRules::none(),
+        limits: Limits { max_uncompressed_bytes: 50_000, ..limits },
+    };
     assert!(merge(&[top, bottom], roomy).is_ok());
 }
 
@@ -166,7 +181,10 @@ fn a_failing_stream_is_a_read_error_not_a_format_error() {
         let mut m = Merger::new(Vec::new(), no_ignores());
         let err = m.add_layer(&desc(&blob), Failing(&blob)).unwrap_err();
         assert!(matches!(err, ArchiveError::Read { .. }), "{err:?}");
-        let chain = format!("{err}: {}", std::error::Error::source(&err).map(ToString::to_string).unwrap_or_default());
+        let chain = format!(
+            "{err}: {}",
+            std::error::Error::source(&err).map(ToString::to_string).unwrap_or_default()
+        );
         assert!(chain.contains("digest mismatch"), "{chain}");
     }
 }
@@ -175,7 +193,11 @@ fn a_failing_stream_is_a_read_error_not_a_format_error() {
 fn a_second_pass_never_asks_for_a_third() {
     // Preloaded rules mark a second pass; a .sourceignore it does not know that changes
     // written entries must fail instead of looping.
-    let layer = tar_of(&[E::File("x.txt", "x"), E::File("sub/y.txt", "y"), E::File("sub/.sourceignore", "*.txt\n")]);
+    let layer = tar_of(&[
+        E::File("x.txt", "x"),
+        E::File("sub/y.txt", "y"),
+        E::File("sub/.sourceignore", "*.txt\n"),
+    ]);
     let mut ignore = IgnoreRules::none();
     ignore.add_sourceignore("other", "*.md\n");
     let opts = MergeOptions { ignore, limits: Limits::default() };
