@@ -204,3 +204,41 @@ fn a_second_pass_never_asks_for_a_third() {
     let (err, _) = refused_with(&[layer], opts, 0, "sub/.sourceignore");
     assert!(matches!(err, ArchiveError::SourceIgnoreUnstable { .. }), "{err:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_error_mid_stream_fails_the_merge_with_the_layer_named() {
+    use crate::ports::{RegistryError, RegistryErrorKind};
+    let blob = gz(&tar_of(&[E::File("a", &"x".repeat(50_000))]));
+    let digest = desc(&blob).digest.to_string();
+    let chunks: Vec<Result<bytes::Bytes, RegistryError>> = vec![
+        Ok(bytes::Bytes::copy_from_slice(&blob[..blob.len() / 2])),
+        Err(RegistryError::new(RegistryErrorKind::Integrity, "blob digest mismatch")),
+    ];
+    let stream: crate::ports::BlobStream = Box::pin(futures::stream::iter(chunks));
+    let err = bridge::merge_layers(Vec::new(), no_ignores(), vec![(desc(&blob), stream)])
+        .await
+        .unwrap_err();
+    let chain = format!(
+        "{err}: {}",
+        std::error::Error::source(&err).map(ToString::to_string).unwrap_or_default()
+    );
+    assert!(matches!(err, bridge::BridgeError::Merge(ArchiveError::Read { .. })), "{err:?}");
+    assert!(chain.contains(&digest) && chain.contains("blob digest mismatch"), "{chain}");
+}
+
+#[test]
+fn a_download_dropped_before_its_end_is_not_a_clean_eof() {
+    let (tx, mut rx) = bridge::channel(2);
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    rt.block_on(tx.send(Ok(bytes::Bytes::from_static(b"partial")))).unwrap();
+    drop(tx);
+    let mut got = Vec::new();
+    let err = rx.read_to_end(&mut got).unwrap_err();
+    assert_eq!((err.kind(), got.as_slice()), (io::ErrorKind::UnexpectedEof, &b"partial"[..]));
+    let (tx, mut rx) = bridge::channel(2);
+    rt.block_on(tx.send(Ok(bytes::Bytes::from_static(b"whole")))).unwrap();
+    tx.finish();
+    let mut got = Vec::new();
+    rx.read_to_end(&mut got).unwrap();
+    assert_eq!(got, b"whole");
+}

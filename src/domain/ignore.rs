@@ -145,12 +145,10 @@ impl IgnoreRules {
     /// `.sourceignore` first, then the base rules. `None` when no rule matches.
     fn decide(&self, path: &str, is_dir: bool) -> Option<bool> {
         if !self.nested.is_empty() {
-            // Directories containing `path`, deepest first.
-            let mut ends: Vec<usize> =
-                path.bytes().enumerate().filter(|(_, b)| *b == b'/').map(|(i, _)| i).collect();
-            ends.reverse();
-            for end in ends.into_iter().map(Some).chain(std::iter::once(None)) {
-                let (dir, rel) = match end {
+            // Directories containing `path`, deepest first, then the root.
+            let mut cut = path.rfind('/');
+            loop {
+                let (dir, rel) = match cut {
                     Some(i) => (&path[..i], &path[i + 1..]),
                     None => ("", path),
                 };
@@ -158,6 +156,10 @@ impl IgnoreRules {
                     if let Some(v) = verdict(n.matcher.matched(rel, is_dir)) {
                         return Some(v);
                     }
+                }
+                match cut {
+                    Some(i) => cut = path[..i].rfind('/'),
+                    None => break,
                 }
             }
         }
