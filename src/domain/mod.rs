@@ -5,6 +5,7 @@
 
 pub mod digest;
 pub mod duration;
+pub mod ignore;
 pub mod layers;
 pub mod limits;
 pub mod manifest;
