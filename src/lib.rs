@@ -7,6 +7,10 @@
 //! `verify`, `storage`, `server`) implement them, and `app` is the only place that names
 //! concrete adapters.
 
+pub mod archive;
 pub mod domain;
 pub mod ports;
 pub mod storage;
+pub mod verify;
+pub mod api;
+pub mod server;

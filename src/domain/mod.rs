@@ -1,9 +1,11 @@
 //! Pure rules of ocisource: references, digests, manifests, tag and layer choice,
-//! ignore rules, limits. Nothing here performs I/O, and nothing here may import kube,
-//! tokio, reqwest, axum or sigstore crates (`hack/check-domain.sh` enforces it).
+//! ignore rules, limits, verification policy, condition summary, requeue policy.
+//! Nothing here performs I/O, and nothing here may import kube, tokio, reqwest, axum or
+//! sigstore crates (`hack/check-domain.sh` enforces it).
 
 pub mod digest;
 pub mod duration;
+pub mod ignore;
 pub mod layers;
 pub mod limits;
 pub mod manifest;
@@ -11,3 +13,5 @@ pub mod reference;
 pub mod requeue;
 pub mod secret;
 pub mod semver_range;
+pub mod status;
+pub mod verification;

@@ -1,0 +1,141 @@
+//! The ONE place where async and sync I/O meet: a bounded channel whose async side takes
+//! blob chunks from a tokio task and whose sync side is a `std::io::Read` for
+//! [`super::Merger::add_layer`] running in `spawn_blocking`; plus [`merge_layers`], which
+//! runs a whole merge that way. Only this module of `archive` may import tokio.
+
+use std::io::{self, Read};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes};
+use futures::StreamExt;
+use tokio::sync::mpsc;
+
+use super::{ArchiveError, MergeOptions, MergeOutcome, Merger};
+use crate::domain::manifest::Descriptor;
+use crate::ports::BlobStream;
+
+/// Chunks buffered between the network task and the merging thread.
+pub const DEFAULT_CAPACITY: usize = 16;
+
+/// The async side: send chunks, then [`BlobSender::finish`].
+pub struct BlobSender {
+    tx: mpsc::Sender<Result<Bytes, io::Error>>,
+    complete: Arc<AtomicBool>,
+}
+
+/// The sync side: reads the chunks in order. The end of the channel is EOF only when the
+/// sender called [`BlobSender::finish`]; otherwise it is an `UnexpectedEof` error, so a
+/// dropped download can never pass for a complete layer.
+pub struct BlobReader {
+    rx: mpsc::Receiver<Result<Bytes, io::Error>>,
+    current: Bytes,
+    complete: Arc<AtomicBool>,
+}
+
+/// The receiving side went away (the merge stopped, usually with an error).
+#[derive(Debug, thiserror::Error)]
+#[error("failed to hand blob bytes to the merge: the merge stopped reading")]
+pub struct ReaderGone;
+
+/// A bounded channel of `capacity` chunks.
+pub fn channel(capacity: usize) -> (BlobSender, BlobReader) {
+    let (tx, rx) = mpsc::channel(capacity.max(1));
+    let complete = Arc::new(AtomicBool::new(false));
+    (
+        BlobSender { tx, complete: complete.clone() },
+        BlobReader { rx, current: Bytes::new(), complete },
+    )
+}
+
+impl BlobSender {
+    /// Sends one chunk, or an error the reader will return.
+    pub async fn send(&self, item: Result<Bytes, io::Error>) -> Result<(), ReaderGone> {
+        self.tx.send(item).await.map_err(|_| ReaderGone)
+    }
+
+    /// Marks the blob complete; the reader sees EOF after the last chunk.
+    pub fn finish(self) {
+        self.complete.store(true, Ordering::Release);
+    }
+
+    /// Forwards a whole [`BlobStream`], turning registry errors into I/O errors for the
+    /// reader, and marks the blob complete when the stream ended cleanly.
+    pub async fn pump(self, mut stream: BlobStream) -> Result<(), ReaderGone> {
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(chunk) if chunk.is_empty() => {}
+                Ok(chunk) => self.send(Ok(chunk)).await?,
+                Err(e) => return self.send(Err(io::Error::other(e))).await,
+            }
+        }
+        self.finish();
+        Ok(())
+    }
+}
+
+impl Read for BlobReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.current.is_empty() {
+            match self.rx.blocking_recv() {
+                Some(Ok(chunk)) => self.current = chunk,
+                Some(Err(e)) => return Err(e),
+                None if self.complete.load(Ordering::Acquire) => return Ok(0),
+                None => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the blob download stopped before its end",
+                    ))
+                }
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current[..n]);
+        self.current.advance(n);
+        Ok(n)
+    }
+}
+
+/// A failed [`merge_layers`].
+#[derive(Debug, thiserror::Error)]
+pub enum BridgeError {
+    /// The merge itself failed.
+    #[error(transparent)]
+    Merge(#[from] ArchiveError),
+    /// The blocking merge task panicked or was cancelled.
+    #[error("failed to run the layer merge task: {0}")]
+    Task(String),
+}
+
+/// Runs a whole merge: `layers` in top-down order (top layer first), each stream
+/// pumped into a [`BlobReader`] that the merger reads on a blocking thread.
+pub async fn merge_layers<W>(
+    out: W,
+    opts: MergeOptions,
+    layers: Vec<(Descriptor, BlobStream)>,
+) -> Result<MergeOutcome<W>, BridgeError>
+where
+    W: io::Write + Send + 'static,
+{
+    let mut readers = Vec::with_capacity(layers.len());
+    let mut streams = Vec::with_capacity(layers.len());
+    for (descriptor, stream) in layers {
+        let (tx, rx) = channel(DEFAULT_CAPACITY);
+        readers.push((descriptor, rx));
+        streams.push((tx, stream));
+    }
+    let task = tokio::task::spawn_blocking(move || {
+        let mut merger = Merger::new(out, opts);
+        for (descriptor, reader) in readers {
+            merger.add_layer(&descriptor, reader)?;
+        }
+        merger.finish()
+    });
+    for (tx, stream) in streams {
+        if tx.pump(stream).await.is_err() {
+            // The merge stopped reading: its result says why.
+            break;
+        }
+    }
+    Ok(task.await.map_err(|e| BridgeError::Task(e.to_string()))??)
+}

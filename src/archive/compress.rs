@@ -1,0 +1,128 @@
+//! The output side of the merge: a tar writer whose bytes go, in large chunks through a
+//! bounded channel, to a compressor thread that gzips them (level 6) into the caller's
+//! writer. Two cores work at once: one parses and normalises, one deflates. Chunk
+//! buffers are recycled, so memory stays at a few MiB whatever the artifact size.
+//! Synchronous `std` threads only; no tokio.
+
+use std::io::{self, Read, Write};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::thread::JoinHandle;
+
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use tar::EntryType;
+
+use super::error::ArchiveError;
+use super::normalise::{header, DIR_MODE};
+
+/// Size of one chunk handed to the compressor.
+const CHUNK: usize = 1 << 20;
+/// Chunks in flight between the two threads.
+const IN_FLIGHT: usize = 4;
+
+/// Collects tar bytes into chunks and sends them to the compressor thread.
+struct ChunkWriter {
+    buf: Vec<u8>,
+    tx: SyncSender<Vec<u8>>,
+    free: Receiver<Vec<u8>>,
+}
+
+impl ChunkWriter {
+    fn ship(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let next = self.free.try_recv().unwrap_or_else(|_| Vec::with_capacity(CHUNK));
+        let full = std::mem::replace(&mut self.buf, next);
+        self.tx
+            .send(full)
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the compressor stopped"))
+    }
+}
+
+impl Write for ChunkWriter {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let room = CHUNK - self.buf.len();
+        let n = data.len().min(room);
+        self.buf.extend_from_slice(&data[..n]);
+        if self.buf.len() >= CHUNK {
+            self.ship()?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The running tar → gzip pipeline writing into `W`.
+pub(super) struct Sink<W> {
+    tar: tar::Builder<ChunkWriter>,
+    thread: JoinHandle<io::Result<W>>,
+}
+
+impl<W: Write + Send + 'static> Sink<W> {
+    /// Starts the compressor thread.
+    pub(super) fn start(out: W) -> Result<Self, ArchiveError> {
+        let (tx, rx) = sync_channel::<Vec<u8>>(IN_FLIGHT);
+        let (free_tx, free) = sync_channel::<Vec<u8>>(IN_FLIGHT + 1);
+        let thread = std::thread::Builder::new()
+            .name("ocisource-gzip".into())
+            .spawn(move || {
+                let mut gz = GzEncoder::new(out, Compression::new(6));
+                for mut chunk in rx {
+                    gz.write_all(&chunk)?;
+                    chunk.clear();
+                    let _ = free_tx.try_send(chunk);
+                }
+                gz.finish()
+            })
+            .map_err(|source| ArchiveError::Write { source })?;
+        let writer = ChunkWriter { buf: Vec::with_capacity(CHUNK), tx, free };
+        Ok(Self { tar: tar::Builder::new(writer), thread })
+    }
+
+    /// Appends a normalised directory entry.
+    pub(super) fn dir(&mut self, path: &str) -> io::Result<()> {
+        let mut h = header(EntryType::Directory, DIR_MODE, 0);
+        self.tar.append_data(&mut h, path, io::empty())
+    }
+
+    /// Appends a normalised regular file whose `size` bytes come from `data`.
+    pub(super) fn file(
+        &mut self,
+        path: &str,
+        mode: u32,
+        size: u64,
+        data: impl Read,
+    ) -> io::Result<()> {
+        let mut h = header(EntryType::Regular, mode, size);
+        self.tar.append_data(&mut h, path, data)
+    }
+
+    /// Writes the tar trailer, flushes the last chunk, waits for the compressor and
+    /// returns the writer.
+    pub(super) fn finish(self) -> Result<W, ArchiveError> {
+        let Self { tar, thread } = self;
+        let sent = tar.into_inner().and_then(|mut w| w.ship());
+        // Dropping the writer (and its sender) ends the compressor loop.
+        let joined = thread.join().map_err(|_| ArchiveError::CompressorPanicked)?;
+        match (sent, joined) {
+            (_, Err(source)) | (Err(source), _) => Err(ArchiveError::Write { source }),
+            (Ok(()), Ok(out)) => Ok(out),
+        }
+    }
+
+    /// Stops the pipeline after a failure and returns the most telling error: the
+    /// compressor's own error when it failed first, else `err`.
+    pub(super) fn abandon(self, err: io::Error) -> ArchiveError {
+        let Self { tar, thread } = self;
+        drop(tar);
+        match thread.join() {
+            Err(_) => ArchiveError::CompressorPanicked,
+            Ok(Err(source)) => ArchiveError::Write { source },
+            Ok(Ok(_)) => ArchiveError::Write { source: err },
+        }
+    }
+}

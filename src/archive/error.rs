@@ -1,0 +1,146 @@
+//! The one error type of the archive module. Every variant about layer content names the
+//! layer digest and, when there is one, the entry path, and says what the publisher of
+//! the artifact should do. Imports nothing from tokio or any network crate.
+
+use crate::domain::digest::Digest;
+
+/// A failed layer merge. On any error the caller deletes the temporary output.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    /// The layer bytes could not be read (registry stream failed, digest mismatch).
+    #[error("failed to read layer {layer}")]
+    Read {
+        /// Layer digest.
+        layer: Digest,
+        /// What the reader said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The layer starts like gzip but does not decompress.
+    #[error("failed to decompress layer {layer}: malformed gzip data ({cause}): push a valid tar+gzip layer")]
+    MalformedGzip {
+        /// Layer digest.
+        layer: Digest,
+        /// What the decoder said.
+        cause: std::io::Error,
+    },
+    /// The (decompressed) layer is not a valid tar archive.
+    #[error("failed to read layer {layer} as a tar archive after entry '{after}': {cause}: push a valid tar layer")]
+    MalformedTar {
+        /// Layer digest.
+        layer: Digest,
+        /// Last entry read successfully (empty at the start).
+        after: String,
+        /// What the tar reader said.
+        cause: std::io::Error,
+    },
+    /// zstd-compressed layers are not decoded (no zstd decoder in the build).
+    #[error("failed to read layer {layer}: zstd-compressed layers are not supported: push the layer as tar+gzip or plain tar")]
+    Zstd {
+        /// Layer digest.
+        layer: Digest,
+    },
+    /// An absolute path, a `..` component, or a name that is not UTF-8.
+    #[error("failed to unpack entry '{path}' of layer {layer}: {reason}: rebuild the artifact with relative paths inside its root")]
+    UnsafePath {
+        /// Layer digest.
+        layer: Digest,
+        /// Entry path as found (lossy UTF-8).
+        path: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+    /// The entry would be written through a symlink that the layers put there.
+    #[error("failed to unpack entry '{path}' of layer {layer}: its path goes through the symlink '{link}' set by a lower or earlier entry: rebuild the artifact without entries under symlinks")]
+    ThroughSymlink {
+        /// Layer digest of the entry or of the symlink, whichever was read second.
+        layer: Digest,
+        /// The entry path.
+        path: String,
+        /// The symlink on its way.
+        link: String,
+    },
+    /// A hardlink entry.
+    #[error("failed to unpack entry '{path}' of layer {layer}: hardlinks are not supported: rebuild the artifact with regular files")]
+    Hardlink {
+        /// Layer digest.
+        layer: Digest,
+        /// Entry path.
+        path: String,
+    },
+    /// A character or block device, a fifo, or another type that has no place in sources.
+    #[error("failed to unpack entry '{path}' of layer {layer}: {kind} entries are not allowed: rebuild the artifact with regular files and directories only")]
+    SpecialFile {
+        /// Layer digest.
+        layer: Digest,
+        /// Entry path.
+        path: String,
+        /// The entry type, in words.
+        kind: &'static str,
+    },
+    /// The same path twice in one layer (the merge is streaming and top-down).
+    #[error("failed to unpack entry '{path}' of layer {layer}: the path appears more than once in the layer: rebuild the layer with each path once")]
+    Duplicate {
+        /// Layer digest.
+        layer: Digest,
+        /// Entry path.
+        path: String,
+    },
+    /// An entry under a path that the same layer made a regular file.
+    #[error("failed to unpack entry '{path}' of layer {layer}: its parent '{parent}' is a file in the same layer: rebuild the layer")]
+    UnderFile {
+        /// Layer digest.
+        layer: Digest,
+        /// Entry path.
+        path: String,
+        /// The file on its way.
+        parent: String,
+    },
+    /// Total uncompressed tar bytes over the limit (decompression bomb).
+    #[error("failed to unpack layer {layer}: the layers hold more than {limit} uncompressed bytes: raise the uncompressed-size limit or shrink the artifact")]
+    TooLarge {
+        /// Layer digest.
+        layer: Digest,
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// Total tar entries over the limit.
+    #[error("failed to unpack entry '{path}' of layer {layer}: the layers hold more than {limit} entries: raise the entry limit or shrink the artifact")]
+    TooManyEntries {
+        /// Layer digest.
+        layer: Digest,
+        /// First entry over the limit.
+        path: String,
+        /// The limit.
+        limit: u64,
+    },
+    /// A `.sourceignore` larger than [`super::MAX_SOURCEIGNORE_BYTES`].
+    #[error("failed to read '{path}' of layer {layer}: a .sourceignore over {limit} bytes is refused: shorten it")]
+    SourceIgnoreTooLarge {
+        /// Layer digest.
+        layer: Digest,
+        /// Entry path.
+        path: String,
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// A second pass, run with every `.sourceignore` preloaded, still found one that
+    /// changes entries already written; a third pass would not converge.
+    #[error("failed to apply '{path}' of layer {layer}: it changes entries written before it even with every .sourceignore preloaded: put .sourceignore files in the top layer")]
+    SourceIgnoreUnstable {
+        /// Layer digest.
+        layer: Digest,
+        /// Entry path.
+        path: String,
+    },
+    /// Writing or compressing the output failed.
+    #[error("failed to write the merged archive: {source}")]
+    Write {
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The compressor thread panicked.
+    #[error("failed to write the merged archive: the compressor thread panicked")]
+    CompressorPanicked,
+}

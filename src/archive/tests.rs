@@ -1,0 +1,341 @@
+//! Behaviour tests of the merge on tars built in memory: layer order, whiteouts, parents,
+//! normalisation, ignore rules, `.sourceignore` passes, determinism, formats. Shared
+//! builders live here for `tests_hostile`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+
+use tar::{EntryType, Header};
+
+use super::*;
+
+/// One entry of a test layer.
+pub(super) enum E<'a> {
+    File(&'a str, &'a str),
+    Exec(&'a str, &'a str),
+    Dir(&'a str),
+    Link(&'a str, &'a str),
+    Raw(&'a [u8], EntryType, &'a str),
+}
+
+/// A plain tar of `entries`, written with raw headers so hostile names survive.
+pub(super) fn tar_of(entries: &[E<'_>]) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    for e in entries {
+        let (name, kind, data, mode, link): (&[u8], EntryType, &str, u32, &str) = match e {
+            E::File(p, d) => (p.as_bytes(), EntryType::Regular, d, 0o644, ""),
+            E::Exec(p, d) => (p.as_bytes(), EntryType::Regular, d, 0o755, ""),
+            E::Dir(p) => (p.as_bytes(), EntryType::Directory, "", 0o755, ""),
+            E::Link(p, t) => (p.as_bytes(), EntryType::Symlink, "", 0o777, t),
+            E::Raw(p, k, d) => (p, *k, d, 0o644, "target"),
+        };
+        let mut h = Header::new_gnu();
+        h.as_old_mut().name[..name.len()].copy_from_slice(name);
+        h.set_entry_type(kind);
+        h.set_mode(mode);
+        h.set_uid(1000);
+        h.set_gid(1000);
+        h.set_mtime(1_700_000_000);
+        h.set_username("alice").unwrap();
+        if !link.is_empty() && matches!(kind, EntryType::Symlink | EntryType::Link) {
+            h.set_link_name(link).unwrap();
+        }
+        h.set_size(data.len() as u64);
+        h.set_cksum();
+        b.append(&h, data.as_bytes()).unwrap();
+    }
+    b.into_inner().unwrap()
+}
+
+pub(super) fn gz(bytes: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
+pub(super) fn desc(blob: &[u8]) -> Descriptor {
+    Descriptor {
+        media_type: crate::domain::manifest::FLUX_CONTENT.into(),
+        digest: Digest::of(blob),
+        size: blob.len() as u64,
+        annotations: BTreeMap::new(),
+        platform: None,
+        artifact_type: None,
+    }
+}
+
+/// Merges blobs given TOP first.
+pub(super) fn merge(
+    top_first: &[Vec<u8>],
+    opts: MergeOptions,
+) -> Result<MergeOutcome<Vec<u8>>, ArchiveError> {
+    let mut m = Merger::new(Vec::new(), opts);
+    for blob in top_first {
+        m.add_layer(&desc(blob), &blob[..])?;
+    }
+    m.finish()
+}
+
+pub(super) fn no_ignores() -> MergeOptions {
+    MergeOptions { ignore: IgnoreRules::none(), limits: Limits::default() }
+}
+
+/// The output entries: (path, type, mode, content).
+pub(super) fn done(outcome: MergeOutcome<Vec<u8>>) -> (Vec<u8>, MergeStats) {
+    match outcome {
+        MergeOutcome::Done { out, stats } => (out, stats),
+        MergeOutcome::NeedsSecondPass { sourceignore } => {
+            panic!("unexpected second pass: {sourceignore:?}")
+        }
+    }
+}
+
+pub(super) fn listing(targz: &[u8]) -> Vec<(String, char, u32, String)> {
+    let mut a = tar::Archive::new(flate2::read::GzDecoder::new(targz));
+    let mut out = Vec::new();
+    for e in a.entries().unwrap() {
+        let mut e = e.unwrap();
+        let h = e.header().clone();
+        assert_eq!((h.uid().unwrap(), h.gid().unwrap(), h.mtime().unwrap()), (0, 0, 0));
+        assert_eq!(h.username_bytes().unwrap_or_default(), b"");
+        assert_eq!(h.groupname_bytes().unwrap_or_default(), b"");
+        let t = if h.entry_type().is_dir() { 'd' } else { 'f' };
+        let mut s = String::new();
+        e.read_to_string(&mut s).unwrap();
+        out.push((e.path().unwrap().to_string_lossy().into_owned(), t, h.mode().unwrap(), s));
+    }
+    out
+}
+
+fn paths(targz: &[u8]) -> Vec<String> {
+    listing(targz).into_iter().map(|e| e.0).collect()
+}
+
+fn content<'a>(list: &'a [(String, char, u32, String)], path: &str) -> Option<&'a str> {
+    list.iter().find(|e| e.0 == path).map(|e| e.3.as_str())
+}
+
+#[test]
+fn higher_layers_override_lower_ones_across_four_layers() {
+    // Manifest order, bottom first.
+    let l1 = tar_of(&[
+        E::Dir("app"),
+        E::File("app/a", "1"),
+        E::File("app/b", "1"),
+        E::File("app/c", "1"),
+        E::File("app/d", "1"),
+    ]);
+    let l2 = tar_of(&[E::File("app/b", "2"), E::File("app/c", "2"), E::File("app/d", "2")]);
+    let l3 = tar_of(&[E::File("app/c", "3"), E::File("app/d", "3"), E::Dir("app")]);
+    let l4 = tar_of(&[E::File("app/d", "4"), E::File("top", "4")]);
+    let (out, stats) = done(merge(&[gz(&l4), l3, gz(&l2), l1], no_ignores()).unwrap());
+    let list = listing(&out);
+    for (p, want) in [("app/a", "1"), ("app/b", "2"), ("app/c", "3"), ("app/d", "4"), ("top", "4")]
+    {
+        assert_eq!(content(&list, p), Some(want), "{p}");
+    }
+    let mut all = paths(&out);
+    let n = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), n, "each path exactly once");
+    assert_eq!(all, vec!["app", "app/a", "app/b", "app/c", "app/d", "top"]);
+    assert_eq!((stats.files, stats.dirs, stats.entries), (5, 1, 6));
+}
+
+#[test]
+fn whiteouts_hide_lower_layers_but_not_their_own() {
+    let bottom = tar_of(&[
+        E::File("gone/x", "x"),
+        E::File("gone/y/z", "z"),
+        E::File("keep", "k"),
+        E::File("file", "f"),
+    ]);
+    let top = tar_of(&[E::File(".wh.gone", ""), E::File("gone/new", "n"), E::File(".wh.file", "")]);
+    let (out, _) = done(merge(&[top, bottom], no_ignores()).unwrap());
+    assert_eq!(paths(&out), vec!["gone", "gone/new", "keep"]);
+}
+
+#[test]
+fn opaque_directory_hides_all_lower_content() {
+    let bottom = tar_of(&[
+        E::Dir("d"),
+        E::File("d/old", "o"),
+        E::File("d/sub/old", "o"),
+        E::File("other", "o"),
+    ]);
+    let top = tar_of(&[E::Dir("d"), E::File("d/.wh..wh..opq", ""), E::File("d/new", "n")]);
+    let (out, _) = done(merge(&[top, bottom], no_ignores()).unwrap());
+    assert_eq!(paths(&out), vec!["d", "d/new", "other"]);
+}
+
+#[test]
+fn parents_are_synthesised_before_children_and_normalised() {
+    let layer = tar_of(&[
+        E::File("a/b/c.yaml", "c"),
+        E::Exec("a/run.sh", "#!"),
+        E::Dir("a/b"),
+        E::Link("a/l", "c.yaml"),
+    ]);
+    let (out, stats) = done(merge(&[layer], no_ignores()).unwrap());
+    let list = listing(&out);
+    let got: Vec<(&str, char, u32)> = list.iter().map(|e| (e.0.as_str(), e.1, e.2)).collect();
+    assert_eq!(
+        got,
+        vec![
+            ("a", 'd', 0o750),
+            ("a/b", 'd', 0o750),
+            ("a/b/c.yaml", 'f', 0o600),
+            ("a/run.sh", 'f', 0o700)
+        ]
+    );
+    assert_eq!(stats.skipped, 2, "the explicit dir already written and the symlink");
+}
+
+#[test]
+fn default_exclusions_apply_and_spec_ignore_replaces_them() {
+    let layer = tar_of(&[
+        E::File(".git/config", "g"),
+        E::File("logo.png", "p"),
+        E::File(".github/workflows/ci.yml", "c"),
+        E::File("deploy/app.yaml", "a"),
+        E::File("notes.md", "n"),
+    ]);
+    let defaults = MergeOptions::default();
+    let (out, stats) = done(merge(std::slice::from_ref(&layer), defaults).unwrap());
+    assert_eq!(paths(&out), vec!["deploy", "deploy/app.yaml", "notes.md"]);
+    assert!(stats.skipped >= 3);
+    let spec = MergeOptions {
+        ignore: IgnoreRules::from_spec("*.md\n").unwrap(),
+        limits: Limits::default(),
+    };
+    let (out, _) = done(merge(&[layer], spec).unwrap());
+    assert_eq!(
+        paths(&out),
+        vec![
+            ".git",
+            ".git/config",
+            "logo.png",
+            ".github",
+            ".github/workflows",
+            ".github/workflows/ci.yml",
+            "deploy",
+            "deploy/app.yaml"
+        ]
+    );
+}
+
+#[test]
+fn sourceignore_seen_first_applies_in_one_pass_and_is_kept() {
+    let top = tar_of(&[
+        E::File("sub/.sourceignore", "*.txt\n"),
+        E::File("sub/a.txt", "t"),
+        E::File("b.txt", "b"),
+    ]);
+    let bottom = tar_of(&[E::File("sub/c.txt", "t"), E::File("sub/keep.yaml", "k")]);
+    let (out, _) = done(merge(&[top, bottom], no_ignores()).unwrap());
+    assert_eq!(paths(&out), vec!["sub", "sub/.sourceignore", "b.txt", "sub/keep.yaml"]);
+}
+
+#[test]
+fn late_sourceignore_asks_for_a_second_pass_that_then_converges() {
+    // A lower layer's .sourceignore excludes a file a higher layer already wrote.
+    let top = tar_of(&[E::File("x.txt", "x"), E::File("y.yaml", "y")]);
+    let bottom = tar_of(&[E::File(".sourceignore", "*.txt\n"), E::File("z.txt", "z")]);
+    let layers = [top, bottom];
+    let found = match merge(&layers, no_ignores()).unwrap() {
+        MergeOutcome::NeedsSecondPass { sourceignore } => sourceignore,
+        MergeOutcome::Done { .. } => panic!("x.txt was written before the rule that excludes it"),
+    };
+    assert_eq!(found, vec![(String::new(), "*.txt\n".to_string())]);
+    let mut ignore = IgnoreRules::none();
+    for (dir, text) in &found {
+        ignore.add_sourceignore(dir, text);
+    }
+    let (out, _) =
+        done(merge(&layers, MergeOptions { ignore, limits: Limits::default() }).unwrap());
+    assert_eq!(paths(&out), vec!["y.yaml", ".sourceignore"]);
+}
+
+#[test]
+fn late_sourceignore_that_reincludes_a_skipped_file_also_needs_a_second_pass() {
+    let layer = tar_of(&[E::File("logo.png", "p"), E::File(".sourceignore", "!logo.png\n")]);
+    let found = match merge(std::slice::from_ref(&layer), MergeOptions::default()).unwrap() {
+        MergeOutcome::NeedsSecondPass { sourceignore } => sourceignore,
+        MergeOutcome::Done { .. } => panic!("logo.png was skipped before the rule that keeps it"),
+    };
+    let mut ignore = IgnoreRules::flux_default();
+    ignore.add_sourceignore(&found[0].0, &found[0].1);
+    let (out, _) =
+        done(merge(&[layer], MergeOptions { ignore, limits: Limits::default() }).unwrap());
+    assert_eq!(paths(&out), vec!["logo.png", ".sourceignore"]);
+}
+
+#[test]
+fn output_is_deterministic_whatever_the_input_metadata_and_compression() {
+    let a = tar_of(&[E::Dir("d"), E::File("d/f", "data"), E::Exec("d/x", "run")]);
+    let mut b = tar::Builder::new(Vec::new());
+    for (p, d, mode, t) in [("d/f", "data", 0o640, 5), ("d/x", "run", 0o711, 9)] {
+        let mut h = Header::new_ustar();
+        h.set_path(p).unwrap();
+        h.set_mode(mode);
+        h.set_mtime(t);
+        h.set_size(d.len() as u64);
+        h.set_cksum();
+        b.append(&h, d.as_bytes()).unwrap();
+    }
+    let b = b.into_inner().unwrap();
+    let (one, _) = done(merge(std::slice::from_ref(&a), no_ignores()).unwrap());
+    let (two, _) = done(merge(&[gz(&a)], no_ignores()).unwrap());
+    let (three, _) = done(merge(&[b], no_ignores()).unwrap());
+    assert_eq!(one, two);
+    assert_eq!(one, three);
+}
+
+#[test]
+fn empty_merge_is_a_valid_empty_archive() {
+    let (out, stats) = done(merge(&[], no_ignores()).unwrap());
+    assert!(listing(&out).is_empty());
+    assert_eq!(stats, MergeStats::default());
+}
+
+#[test]
+fn long_paths_survive() {
+    let long = format!("{}/file.yaml", "d".repeat(150));
+    let layer = {
+        let mut b = tar::Builder::new(Vec::new());
+        let mut h = Header::new_gnu();
+        h.set_size(2);
+        b.append_data(&mut h, &long, &b"ok"[..]).unwrap();
+        b.into_inner().unwrap()
+    };
+    let (out, _) = done(merge(&[layer], no_ignores()).unwrap());
+    assert_eq!(paths(&out), vec!["d".repeat(150), long]);
+}
+
+#[test]
+fn large_layers_stream_through_the_compressor() {
+    let big = "0123456789abcdef".repeat(300_000); // 4.8 MB, several chunks
+    let layer = tar_of(&[E::File("big", &big), E::File("small", "s")]);
+    let (out, stats) = done(merge(&[gz(&layer)], no_ignores()).unwrap());
+    let list = listing(&out);
+    assert_eq!(content(&list, "big").map(str::len), Some(big.len()));
+    assert_eq!(stats.uncompressed_bytes, layer.len() as u64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bridge_feeds_blob_streams_into_the_merge() {
+    let top = gz(&tar_of(&[E::File("a", "top")]));
+    let bottom = tar_of(&[E::File("a", "bottom"), E::File("b", "b")]);
+    let stream = |blob: Vec<u8>| -> crate::ports::BlobStream {
+        let chunks: Vec<Result<bytes::Bytes, crate::ports::RegistryError>> =
+            blob.chunks(1000).map(|c| Ok(bytes::Bytes::copy_from_slice(c))).collect();
+        Box::pin(futures::stream::iter(chunks))
+    };
+    let layers = vec![(desc(&top), stream(top.clone())), (desc(&bottom), stream(bottom.clone()))];
+    let outcome = bridge::merge_layers(Vec::new(), no_ignores(), layers).await.unwrap();
+    let (out, _) = done(outcome);
+    let list = listing(&out);
+    assert_eq!((content(&list, "a"), content(&list, "b")), (Some("top"), Some("b")));
+}

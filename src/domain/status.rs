@@ -1,0 +1,370 @@
+//! Pure status rules: fold the outcome of one reconcile into the object's conditions the
+//! way Flux does (Ready summary, Reconciling/Stalled, ArtifactInStorage, ArtifactOutdated,
+//! FetchFailed, StorageOperationFailed, SourceVerified), decide which events to emit, and
+//! derive the ExternalArtifact's conditions. The time is passed in; nothing here reads a
+//! clock or imports kube, k8s-openapi, tokio or axum (`api::conditions` converts to the
+//! wire type).
+
+use chrono::{DateTime, Utc};
+
+/// Reasons this module writes itself; the full list is `api::conditions::reason`.
+pub mod reason {
+    /// The reconcile or step succeeded.
+    pub const SUCCEEDED: &str = "Succeeded";
+    /// Work in progress.
+    pub const PROGRESSING: &str = "Progressing";
+    /// Failed, will be retried with backoff.
+    pub const PROGRESSING_WITH_RETRY: &str = "ProgressingWithRetry";
+    /// Upstream moved to a revision that is not stored yet.
+    pub const NEW_REVISION: &str = "NewRevision";
+    /// Event reason for a newly stored artifact digest.
+    pub const NEW_ARTIFACT: &str = "NewArtifact";
+    /// ExternalArtifact `Ready` reason when the source failed to fetch.
+    pub const FETCH_FAILED: &str = "FetchFailed";
+    /// ExternalArtifact `Ready` reason when the source failed to store.
+    pub const STORAGE_OPERATION_FAILED: &str = "StorageOperationFailed";
+    /// ExternalArtifact `Ready` reason when verification failed.
+    pub const VERIFICATION_FAILED: &str = "VerificationFailed";
+}
+
+/// The condition types ocisource owns, in the order they are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ConditionType {
+    /// Summary.
+    Ready,
+    /// In progress or retrying.
+    Reconciling,
+    /// Cannot progress until the spec changes.
+    Stalled,
+    /// Resolving or pulling failed (negative polarity: True means failed).
+    FetchFailed,
+    /// Storing failed (negative polarity).
+    StorageOperationFailed,
+    /// The stored artifact is behind upstream (negative polarity).
+    ArtifactOutdated,
+    /// An artifact is stored.
+    ArtifactInStorage,
+    /// Signature verification result.
+    SourceVerified,
+}
+
+impl ConditionType {
+    const ALL: [ConditionType; 8] = [
+        Self::Ready,
+        Self::Reconciling,
+        Self::Stalled,
+        Self::FetchFailed,
+        Self::StorageOperationFailed,
+        Self::ArtifactOutdated,
+        Self::ArtifactInStorage,
+        Self::SourceVerified,
+    ];
+
+    /// The wire name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Ready => "Ready",
+            Self::Reconciling => "Reconciling",
+            Self::Stalled => "Stalled",
+            Self::FetchFailed => "FetchFailed",
+            Self::StorageOperationFailed => "StorageOperationFailed",
+            Self::ArtifactOutdated => "ArtifactOutdated",
+            Self::ArtifactInStorage => "ArtifactInStorage",
+            Self::SourceVerified => "SourceVerified",
+        }
+    }
+
+    /// Parses a wire name; `None` for types ocisource does not own.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+}
+
+/// `True`, `False` or `Unknown`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConditionStatus {
+    /// `True`.
+    True,
+    /// `False`.
+    False,
+    /// `Unknown`.
+    Unknown,
+}
+
+impl ConditionStatus {
+    /// The wire spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::True => "True",
+            Self::False => "False",
+            Self::Unknown => "Unknown",
+        }
+    }
+
+    /// Parses the wire spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::True, Self::False, Self::Unknown].into_iter().find(|v| v.as_str() == s)
+    }
+}
+
+/// One condition, as the domain sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Condition {
+    /// Type.
+    pub type_: ConditionType,
+    /// Status.
+    pub status: ConditionStatus,
+    /// CamelCase reason.
+    pub reason: String,
+    /// Human-readable message.
+    pub message: String,
+    /// `metadata.generation` this condition was computed for.
+    pub observed_generation: i64,
+    /// When `status` last changed.
+    pub last_transition_time: DateTime<Utc>,
+}
+
+/// Which step failed, hence which condition records the failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailedStep {
+    /// Resolve or pull: `FetchFailed` True.
+    Fetch,
+    /// Signature check: `SourceVerified` False.
+    Verify,
+    /// Packaging or storing: `StorageOperationFailed` True.
+    Storage,
+}
+
+/// What happens after a failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Disposition {
+    /// Nothing helps until the spec changes (`Stalled` True, no requeue).
+    Stalled,
+    /// Retry with backoff (`Reconciling` True, `ProgressingWithRetry`).
+    Retry,
+}
+
+/// A failed reconcile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// The step that failed.
+    pub step: FailedStep,
+    /// Condition (and event) reason.
+    pub reason: String,
+    /// Message: the error chain joined with ": ".
+    pub message: String,
+    /// Stalled or retry.
+    pub disposition: Disposition,
+    /// The upstream revision, when it was resolved before the failure.
+    pub new_revision: Option<String>,
+}
+
+/// The signature outcome of a successful reconcile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verification {
+    /// `spec.verify` is not set: `SourceVerified` is removed.
+    NotConfigured,
+    /// Verified: `SourceVerified` True with this message.
+    Verified {
+        /// E.g. "verified signature of revision '<rev>'".
+        message: String,
+    },
+}
+
+/// The result of one reconcile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// An artifact for `revision` is stored (new or unchanged).
+    Stored {
+        /// `<tag>@sha256:<hex>` or `sha256:<hex>`.
+        revision: String,
+        /// `sha256:<hex>` of the stored tar.gz.
+        digest: String,
+        /// Signature outcome.
+        verification: Verification,
+    },
+    /// The reconcile failed.
+    Failed(Failure),
+}
+
+/// Everything `fold` needs.
+#[derive(Clone, Copy, Debug)]
+pub struct Input<'a> {
+    /// Conditions before this reconcile.
+    pub previous: &'a [Condition],
+    /// `status.artifact.digest` before this reconcile.
+    pub previous_digest: Option<&'a str>,
+    /// `status.artifact.revision` before this reconcile.
+    pub previous_revision: Option<&'a str>,
+    /// Current `metadata.generation`.
+    pub generation: i64,
+    /// The time of this reconcile.
+    pub now: DateTime<Utc>,
+    /// What happened.
+    pub outcome: &'a Outcome,
+}
+
+/// Whether an event is routine or a problem.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    /// `Normal`.
+    Normal,
+    /// `Warning`.
+    Warning,
+}
+
+/// An event to emit; its reason equals the condition reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// Normal or Warning.
+    pub type_: EventType,
+    /// Reason.
+    pub reason: String,
+    /// Message.
+    pub message: String,
+}
+
+/// The new conditions and the events to emit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    /// Conditions in a fixed order: Ready, Reconciling, Stalled, FetchFailed,
+    /// StorageOperationFailed, ArtifactOutdated, ArtifactInStorage, SourceVerified.
+    pub conditions: Vec<Condition>,
+    /// Events, in order.
+    pub events: Vec<Event>,
+}
+
+/// The Ready message on success, as Flux writes it.
+pub fn stored_message(revision: &str) -> String {
+    format!("stored artifact for revision '{revision}'")
+}
+
+/// Folds an outcome into conditions and events (see [`Decision`]).
+///
+/// On success, Ready and ArtifactInStorage are True, failure conditions and
+/// Reconciling/Stalled are removed. On failure the failed step's condition and Ready False
+/// carry the reason and message, Reconciling or Stalled says what happens next, and the
+/// last stored artifact stays in ArtifactInStorage. Other failure conditions are removed:
+/// the latest failure is the one reported. `lastTransitionTime` only moves when a
+/// condition's status changes.
+pub fn fold(input: Input<'_>) -> Decision {
+    let mut next = Builder { input, out: Vec::new() };
+    let previous_ready = next.previous(ConditionType::Ready).cloned();
+    let mut events = Vec::new();
+    match input.outcome {
+        Outcome::Stored { revision, digest, verification } => {
+            let message = stored_message(revision);
+            next.set(ConditionType::Ready, ConditionStatus::True, reason::SUCCEEDED, &message);
+            next.set(ConditionType::ArtifactInStorage, ConditionStatus::True, reason::SUCCEEDED, &message);
+            if let Verification::Verified { message } = verification {
+                next.set(ConditionType::SourceVerified, ConditionStatus::True, reason::SUCCEEDED, message);
+            }
+            let was_failing = previous_ready.is_some_and(|r| r.status != ConditionStatus::True);
+            if input.previous_digest != Some(digest.as_str()) {
+                events.push(Event { type_: EventType::Normal, reason: reason::NEW_ARTIFACT.into(), message });
+            } else if was_failing {
+                events.push(Event { type_: EventType::Normal, reason: reason::SUCCEEDED.into(), message });
+            }
+        }
+        Outcome::Failed(failure) => {
+            let (reason, message) = (failure.reason.as_str(), failure.message.as_str());
+            next.set(ConditionType::Ready, ConditionStatus::False, reason, message);
+            match failure.disposition {
+                Disposition::Retry => next.set(
+                    ConditionType::Reconciling,
+                    ConditionStatus::True,
+                    reason::PROGRESSING_WITH_RETRY,
+                    message,
+                ),
+                Disposition::Stalled => next.set(ConditionType::Stalled, ConditionStatus::True, reason, message),
+            }
+            match failure.step {
+                FailedStep::Fetch => next.set(ConditionType::FetchFailed, ConditionStatus::True, reason, message),
+                FailedStep::Storage => {
+                    next.set(ConditionType::StorageOperationFailed, ConditionStatus::True, reason, message)
+                }
+                FailedStep::Verify => next.set(ConditionType::SourceVerified, ConditionStatus::False, reason, message),
+            }
+            match &failure.new_revision {
+                Some(rev) if input.previous_revision != Some(rev.as_str()) => {
+                    let text = format!("new revision '{rev}'");
+                    next.set(ConditionType::ArtifactOutdated, ConditionStatus::True, reason::NEW_REVISION, &text);
+                }
+                Some(_) => {}
+                None => next.keep(ConditionType::ArtifactOutdated),
+            }
+            next.keep(ConditionType::ArtifactInStorage);
+            if failure.step != FailedStep::Verify {
+                next.keep(ConditionType::SourceVerified);
+            }
+            let repeated = previous_ready
+                .is_some_and(|r| r.status == ConditionStatus::False && r.reason == reason && r.message == message);
+            if !repeated {
+                events.push(Event { type_: EventType::Warning, reason: reason.into(), message: message.into() });
+            }
+        }
+    }
+    next.out.sort_by_key(|c| c.type_);
+    Decision { conditions: next.out, events }
+}
+
+/// The ExternalArtifact's conditions, derived from the OCIRepository's: `Ready` with
+/// reason Succeeded, FetchFailed, StorageOperationFailed or VerificationFailed, and
+/// `SourceVerified` copied.
+pub fn external_artifact_conditions(source: &[Condition]) -> Vec<Condition> {
+    let find = |t: ConditionType| source.iter().find(|c| c.type_ == t);
+    let mut out = Vec::new();
+    if let Some(ready) = find(ConditionType::Ready) {
+        let mut ready = ready.clone();
+        if ready.status != ConditionStatus::True {
+            ready.reason = if find(ConditionType::SourceVerified).is_some_and(|c| c.status == ConditionStatus::False) {
+                reason::VERIFICATION_FAILED
+            } else if find(ConditionType::StorageOperationFailed).is_some() {
+                reason::STORAGE_OPERATION_FAILED
+            } else {
+                reason::FETCH_FAILED
+            }
+            .to_string();
+        }
+        out.push(ready);
+    }
+    out.extend(find(ConditionType::SourceVerified).cloned());
+    out
+}
+
+struct Builder<'a> {
+    input: Input<'a>,
+    out: Vec<Condition>,
+}
+
+impl Builder<'_> {
+    fn previous(&self, type_: ConditionType) -> Option<&Condition> {
+        self.input.previous.iter().find(|c| c.type_ == type_)
+    }
+
+    fn set(&mut self, type_: ConditionType, status: ConditionStatus, reason: &str, message: &str) {
+        let last_transition_time = match self.previous(type_) {
+            Some(prev) if prev.status == status => prev.last_transition_time,
+            _ => self.input.now,
+        };
+        self.out.push(Condition {
+            type_,
+            status,
+            reason: reason.to_string(),
+            message: message.to_string(),
+            observed_generation: self.input.generation,
+            last_transition_time,
+        });
+    }
+
+    /// Carries a previous condition over unchanged except for its generation.
+    fn keep(&mut self, type_: ConditionType) {
+        if let Some(prev) = self.previous(type_).cloned() {
+            self.out.push(Condition { observed_generation: self.input.generation, ..prev });
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "status_tests.rs"]
+mod tests;

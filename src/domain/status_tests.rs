@@ -1,0 +1,233 @@
+//! Table-driven tests of the status rules in `domain::status`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use chrono::TimeZone;
+use rstest::rstest;
+
+use super::*;
+use ConditionStatus::{False, True};
+use ConditionType::*;
+
+const REV: &str = "v1@sha256:aaaa";
+const DIGEST: &str = "sha256:1111";
+
+fn t(minute: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 7, 2, 10, minute, 0).unwrap()
+}
+
+fn cond(type_: ConditionType, status: ConditionStatus, reason: &str, message: &str, at: u32) -> Condition {
+    Condition {
+        type_,
+        status,
+        reason: reason.into(),
+        message: message.into(),
+        observed_generation: 1,
+        last_transition_time: t(at),
+    }
+}
+
+fn ready_state() -> Vec<Condition> {
+    let msg = stored_message(REV);
+    vec![
+        cond(Ready, True, reason::SUCCEEDED, &msg, 0),
+        cond(ArtifactInStorage, True, reason::SUCCEEDED, &msg, 0),
+    ]
+}
+
+fn failing_state() -> Vec<Condition> {
+    let mut c = ready_state();
+    c[0] = cond(Ready, False, "AuthenticationFailed", "failed to log in", 1);
+    c.push(cond(Reconciling, True, reason::PROGRESSING_WITH_RETRY, "failed to log in", 1));
+    c.push(cond(FetchFailed, True, "AuthenticationFailed", "failed to log in", 1));
+    c
+}
+
+fn stored(verification: Verification) -> Outcome {
+    Outcome::Stored { revision: REV.into(), digest: DIGEST.into(), verification }
+}
+
+fn failed(step: FailedStep, disposition: Disposition, reason: &str) -> Outcome {
+    Outcome::Failed(Failure {
+        step,
+        reason: reason.into(),
+        message: "failed to do it".into(),
+        disposition,
+        new_revision: None,
+    })
+}
+
+fn run(previous: &[Condition], previous_digest: Option<&str>, outcome: &Outcome) -> Decision {
+    fold(Input {
+        previous,
+        previous_digest,
+        previous_revision: previous_digest.map(|_| REV),
+        generation: 2,
+        now: t(30),
+        outcome,
+    })
+}
+
+fn get(d: &Decision, type_: ConditionType) -> Option<&Condition> {
+    d.conditions.iter().find(|c| c.type_ == type_)
+}
+
+fn types(d: &Decision) -> Vec<ConditionType> {
+    d.conditions.iter().map(|c| c.type_).collect()
+}
+
+#[test]
+fn first_success_is_ready_with_flux_message_and_new_artifact_event() {
+    let d = run(&[], None, &stored(Verification::NotConfigured));
+    assert_eq!(types(&d), vec![Ready, ArtifactInStorage]);
+    let ready = get(&d, Ready).unwrap();
+    assert_eq!((ready.status, ready.reason.as_str()), (True, "Succeeded"));
+    assert_eq!(ready.message, "stored artifact for revision 'v1@sha256:aaaa'");
+    assert_eq!(ready.last_transition_time, t(30));
+    assert!(d.conditions.iter().all(|c| c.observed_generation == 2));
+    assert_eq!(d.events.len(), 1);
+    assert_eq!((d.events[0].type_, d.events[0].reason.as_str()), (EventType::Normal, "NewArtifact"));
+}
+
+#[test]
+fn unchanged_success_keeps_transition_times_and_emits_nothing() {
+    let d = run(&ready_state(), Some(DIGEST), &stored(Verification::NotConfigured));
+    assert_eq!(get(&d, Ready).unwrap().last_transition_time, t(0));
+    assert_eq!(get(&d, ArtifactInStorage).unwrap().last_transition_time, t(0));
+    assert!(d.conditions.iter().all(|c| c.observed_generation == 2), "generation refreshed");
+    assert!(d.events.is_empty());
+}
+
+#[rstest]
+#[case::same_digest(Some(DIGEST), "Succeeded")]
+#[case::new_digest(Some("sha256:2222"), "NewArtifact")]
+fn recovery_clears_failure_conditions_and_emits_one_event(#[case] prev: Option<&str>, #[case] event: &str) {
+    let d = run(&failing_state(), prev, &stored(Verification::NotConfigured));
+    assert_eq!(types(&d), vec![Ready, ArtifactInStorage]);
+    assert_eq!(get(&d, Ready).unwrap().last_transition_time, t(30), "False -> True is a transition");
+    assert_eq!(d.events.len(), 1);
+    assert_eq!(d.events[0].reason, event);
+}
+
+#[rstest]
+#[case::fetch_retry(FailedStep::Fetch, Disposition::Retry, "AuthenticationFailed", FetchFailed, True, Reconciling)]
+#[case::fetch_stalled(FailedStep::Fetch, Disposition::Stalled, "URLInvalid", FetchFailed, True, Stalled)]
+#[case::storage(FailedStep::Storage, Disposition::Retry, "ArchiveOperationFailed", StorageOperationFailed, True, Reconciling)]
+#[case::verify(FailedStep::Verify, Disposition::Retry, "VerificationError", SourceVerified, False, Reconciling)]
+fn failure_sets_step_condition_ready_false_and_what_next(
+    #[case] step: FailedStep,
+    #[case] disposition: Disposition,
+    #[case] reason: &str,
+    #[case] step_type: ConditionType,
+    #[case] step_status: ConditionStatus,
+    #[case] next_type: ConditionType,
+) {
+    let d = run(&ready_state(), Some(DIGEST), &failed(step, disposition, reason));
+    let ready = get(&d, Ready).unwrap();
+    assert_eq!((ready.status, ready.reason.as_str(), ready.message.as_str()), (False, reason, "failed to do it"));
+    assert_eq!(ready.last_transition_time, t(30));
+    let c = get(&d, step_type).unwrap();
+    assert_eq!((c.status, c.reason.as_str()), (step_status, reason));
+    assert!(get(&d, next_type).is_some());
+    let other = if next_type == Stalled { Reconciling } else { Stalled };
+    assert!(get(&d, other).is_none());
+    if disposition == Disposition::Retry {
+        assert_eq!(get(&d, Reconciling).unwrap().reason, "ProgressingWithRetry");
+    }
+    // the last good artifact is still stored and reported
+    let kept = get(&d, ArtifactInStorage).unwrap();
+    assert_eq!((kept.status, kept.last_transition_time, kept.observed_generation), (True, t(0), 2));
+    assert_eq!(d.events.len(), 1);
+    assert_eq!((d.events[0].type_, d.events[0].reason.as_str()), (EventType::Warning, reason));
+}
+
+#[test]
+fn repeated_failure_keeps_times_and_does_not_repeat_the_warning() {
+    let previous = failing_state();
+    let outcome = Outcome::Failed(Failure {
+        step: FailedStep::Fetch,
+        reason: "AuthenticationFailed".into(),
+        message: "failed to log in".into(),
+        disposition: Disposition::Retry,
+        new_revision: None,
+    });
+    let d = run(&previous, Some(DIGEST), &outcome);
+    assert_eq!(get(&d, Ready).unwrap().last_transition_time, t(1));
+    assert_eq!(get(&d, FetchFailed).unwrap().last_transition_time, t(1));
+    assert!(d.events.is_empty());
+}
+
+#[test]
+fn a_later_failure_replaces_an_earlier_failure_condition() {
+    let d = run(&failing_state(), Some(DIGEST), &failed(FailedStep::Storage, Disposition::Retry, "ArchiveOperationFailed"));
+    assert!(get(&d, FetchFailed).is_none());
+    assert!(get(&d, StorageOperationFailed).is_some());
+}
+
+#[rstest]
+#[case::new_upstream_revision(Some("v2@sha256:bbbb"), true)]
+#[case::same_revision(Some(REV), false)]
+#[case::unresolved(None, false)]
+fn failure_marks_artifact_outdated_only_for_a_new_revision(#[case] rev: Option<&str>, #[case] outdated: bool) {
+    let outcome = Outcome::Failed(Failure {
+        step: FailedStep::Storage,
+        reason: "ArchiveOperationFailed".into(),
+        message: "failed to write".into(),
+        disposition: Disposition::Retry,
+        new_revision: rev.map(String::from),
+    });
+    let d = run(&ready_state(), Some(DIGEST), &outcome);
+    let c = get(&d, ArtifactOutdated);
+    assert_eq!(c.is_some(), outdated);
+    if let Some(c) = c {
+        assert_eq!((c.reason.as_str(), c.message.as_str()), ("NewRevision", "new revision 'v2@sha256:bbbb'"));
+    }
+}
+
+#[test]
+fn success_clears_artifact_outdated_and_unconfigured_verification() {
+    let mut previous = ready_state();
+    previous.push(cond(ArtifactOutdated, True, "NewRevision", "new revision 'x'", 3));
+    previous.push(cond(SourceVerified, True, "Succeeded", "verified", 3));
+    let d = run(&previous, Some(DIGEST), &stored(Verification::NotConfigured));
+    assert_eq!(types(&d), vec![Ready, ArtifactInStorage]);
+
+    let d = run(&previous, Some(DIGEST), &stored(Verification::Verified { message: "verified".into() }));
+    let v = get(&d, SourceVerified).unwrap();
+    assert_eq!((v.status, v.last_transition_time), (True, t(3)));
+}
+
+#[test]
+fn verification_failure_flips_source_verified_with_a_new_transition_time() {
+    let mut previous = ready_state();
+    previous.push(cond(SourceVerified, True, "Succeeded", "verified", 3));
+    let d = run(&previous, Some(DIGEST), &failed(FailedStep::Verify, Disposition::Retry, "VerificationError"));
+    let v = get(&d, SourceVerified).unwrap();
+    assert_eq!((v.status, v.reason.as_str(), v.last_transition_time), (False, "VerificationError", t(30)));
+}
+
+#[rstest]
+#[case::ok(stored(Verification::NotConfigured), True, "Succeeded")]
+#[case::fetch(failed(FailedStep::Fetch, Disposition::Retry, "AuthenticationFailed"), False, "FetchFailed")]
+#[case::storage(failed(FailedStep::Storage, Disposition::Retry, "ArchiveOperationFailed"), False, "StorageOperationFailed")]
+#[case::verify(failed(FailedStep::Verify, Disposition::Retry, "VerificationError"), False, "VerificationFailed")]
+fn external_artifact_ready_uses_rfc_0012_reasons(
+    #[case] outcome: Outcome,
+    #[case] status: ConditionStatus,
+    #[case] reason: &str,
+) {
+    let d = run(&[], None, &outcome);
+    let ea = external_artifact_conditions(&d.conditions);
+    let ready = ea.iter().find(|c| c.type_ == Ready).unwrap();
+    assert_eq!((ready.status, ready.reason.as_str()), (status, reason));
+    let verify_failed = matches!(&outcome, Outcome::Failed(f) if f.step == FailedStep::Verify);
+    assert_eq!(ea.iter().any(|c| c.type_ == SourceVerified), verify_failed);
+}
+
+#[test]
+fn condition_type_names_round_trip() {
+    for t in ConditionType::ALL {
+        assert_eq!(ConditionType::parse(t.as_str()), Some(t));
+    }
+    assert_eq!(ConditionType::parse("Healthy"), None);
+}

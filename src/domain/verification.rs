@@ -1,0 +1,320 @@
+//! Verification policy as pure types: what Flux's `spec.verify` asks for, checked once.
+//! `provider: cosign` with a `secretRef` of `*.pub` keys becomes [`VerifyPolicy::Keys`];
+//! without keys it becomes [`VerifyPolicy::Keyless`], which needs at least one
+//! `matchOIDCIdentity` entry (regexes anchored like Flux: the whole value must match).
+//! No I/O and no sigstore, kube or tokio import here: the `verify` adapter turns the PEM
+//! bytes and the trusted root JSON into crypto objects.
+
+use std::collections::BTreeMap;
+
+use regex::Regex;
+
+/// Which signature system `spec.verify.provider` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Provider {
+    /// Sigstore cosign (v2 `.sig` tags and v3 bundles).
+    Cosign,
+    /// Notary Project notation: accepted by the CRD, not supported yet.
+    Notation,
+}
+
+impl Provider {
+    /// Parses the `provider` field; an empty value means cosign, as in Flux.
+    pub fn parse(value: &str) -> Result<Self, PolicyError> {
+        match value {
+            "" | "cosign" => Ok(Self::Cosign),
+            "notation" => Ok(Self::Notation),
+            other => Err(PolicyError::UnknownProvider(other.to_string())),
+        }
+    }
+}
+
+/// A trusted public key from the verification Secret (a `*.pub` entry).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrustedKey {
+    /// The Secret key (file name) it came from, e.g. `cosign.pub`.
+    pub name: String,
+    /// PEM text of the public key (`-----BEGIN PUBLIC KEY-----`).
+    pub pem: Vec<u8>,
+}
+
+/// One `matchOIDCIdentity` entry, compiled: both regexes must match in full.
+#[derive(Clone, Debug)]
+pub struct IdentityMatch {
+    issuer: Regex,
+    subject: Regex,
+    issuer_source: String,
+    subject_source: String,
+}
+
+impl IdentityMatch {
+    /// Compiles an `{issuer, subject}` pair; each regex is anchored at both ends.
+    pub fn new(issuer: &str, subject: &str) -> Result<Self, PolicyError> {
+        Ok(Self {
+            issuer: anchored("issuer", issuer)?,
+            subject: anchored("subject", subject)?,
+            issuer_source: issuer.to_string(),
+            subject_source: subject.to_string(),
+        })
+    }
+
+    /// True when the certificate's OIDC issuer and SAN both match in full.
+    pub fn matches(&self, issuer: &str, subject: &str) -> bool {
+        self.issuer.is_match(issuer) && self.subject.is_match(subject)
+    }
+
+    /// The issuer regex as written in the spec.
+    pub fn issuer_pattern(&self) -> &str {
+        &self.issuer_source
+    }
+
+    /// The subject regex as written in the spec.
+    pub fn subject_pattern(&self) -> &str {
+        &self.subject_source
+    }
+}
+
+impl PartialEq for IdentityMatch {
+    fn eq(&self, other: &Self) -> bool {
+        self.issuer_source == other.issuer_source && self.subject_source == other.subject_source
+    }
+}
+
+fn anchored(field: &'static str, pattern: &str) -> Result<Regex, PolicyError> {
+    Regex::new(&format!("^(?:{pattern})$")).map_err(|e| PolicyError::InvalidRegex {
+        field,
+        pattern: pattern.to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// What a signature must satisfy for the artifact to be accepted.
+#[derive(Clone, Debug, PartialEq)]
+pub enum VerifyPolicy {
+    /// Key mode: a signature by any one of these keys.
+    Keys(Vec<TrustedKey>),
+    /// Keyless mode: a Fulcio certificate whose identity matches any one entry.
+    Keyless {
+        /// Accepted `{issuer, subject}` pairs; never empty.
+        identities: Vec<IdentityMatch>,
+        /// A custom `trusted_root.json` (self-hosted Sigstore); `None` means the
+        /// public-good root bundled with the binary.
+        trusted_root_json: Option<Vec<u8>>,
+    },
+}
+
+/// Spec-like inputs of `spec.verify`, already read from the cluster.
+#[derive(Clone, Debug, Default)]
+pub struct VerifySpec<'a> {
+    /// `provider` (`cosign`, `notation`; empty means cosign).
+    pub provider: &'a str,
+    /// Name of `secretRef`, if set, and its data.
+    pub secret: Option<(&'a str, &'a BTreeMap<String, Vec<u8>>)>,
+    /// `matchOIDCIdentity[]` as `(issuer, subject)` regexes.
+    pub identities: &'a [(String, String)],
+    /// Custom trusted root JSON, if configured.
+    pub trusted_root_json: Option<Vec<u8>>,
+}
+
+impl VerifyPolicy {
+    /// Builds the policy from the spec, or says what in the spec is wrong (stalled).
+    pub fn from_spec(spec: VerifySpec<'_>) -> Result<Self, PolicyError> {
+        if Provider::parse(spec.provider)? == Provider::Notation {
+            return Err(PolicyError::NotationUnsupported);
+        }
+        if let Some((name, data)) = spec.secret {
+            let keys: Vec<TrustedKey> = data
+                .iter()
+                .filter(|(k, _)| k.ends_with(".pub"))
+                .map(|(k, v)| TrustedKey {
+                    name: k.clone(),
+                    pem: v.clone(),
+                })
+                .collect();
+            if keys.is_empty() {
+                return Err(PolicyError::NoPublicKeys {
+                    secret: name.to_string(),
+                });
+            }
+            if let Some(empty) = keys
+                .iter()
+                .find(|k| k.pem.iter().all(u8::is_ascii_whitespace))
+            {
+                return Err(PolicyError::EmptyKey {
+                    secret: name.to_string(),
+                    key: empty.name.clone(),
+                });
+            }
+            return Ok(Self::Keys(keys));
+        }
+        if spec.identities.is_empty() {
+            return Err(PolicyError::NoIdentities);
+        }
+        let identities = spec
+            .identities
+            .iter()
+            .map(|(issuer, subject)| IdentityMatch::new(issuer, subject))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self::Keyless {
+            identities,
+            trusted_root_json: spec.trusted_root_json,
+        })
+    }
+}
+
+/// Why `spec.verify` cannot be used; the object stalls until the spec changes.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PolicyError {
+    /// `provider` is neither cosign nor notation.
+    #[error("unsupported verification provider '{0}': expected 'cosign' or 'notation'")]
+    UnknownProvider(String),
+    /// `provider: notation`.
+    #[error("verification provider 'notation' is not supported yet: use 'cosign'")]
+    NotationUnsupported,
+    /// The Secret holds no `*.pub` entry.
+    #[error("verification secret '{secret}' has no '*.pub' public key entry")]
+    NoPublicKeys {
+        /// Secret name.
+        secret: String,
+    },
+    /// A `*.pub` entry is empty.
+    #[error("public key '{key}' in verification secret '{secret}' is empty")]
+    EmptyKey {
+        /// Secret name.
+        secret: String,
+        /// Entry name.
+        key: String,
+    },
+    /// Keyless verification without `matchOIDCIdentity`.
+    #[error("keyless verification requires at least one matchOIDCIdentity entry")]
+    NoIdentities,
+    /// A regex does not compile.
+    #[error("invalid matchOIDCIdentity {field} regex '{pattern}': {message}")]
+    InvalidRegex {
+        /// `issuer` or `subject`.
+        field: &'static str,
+        /// The pattern.
+        pattern: String,
+        /// The regex error.
+        message: String,
+    },
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    fn ids(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(a, b)| ((*a).to_string(), (*b).to_string()))
+            .collect()
+    }
+
+    #[rstest]
+    #[case(
+        "^https://token\\.actions\\.githubusercontent\\.com$",
+        "https://token.actions.githubusercontent.com",
+        true
+    )]
+    #[case(
+        "https://token\\.actions\\.githubusercontent\\.com",
+        "https://token.actions.githubusercontent.com.evil",
+        false
+    )]
+    #[case(
+        "https://accounts\\.google\\.com",
+        "xhttps://accounts.google.com",
+        false
+    )]
+    #[case(".*", "anything", true)]
+    #[case("a|b", "ab", false)]
+    fn issuer_regex_is_a_full_match(#[case] pattern: &str, #[case] issuer: &str, #[case] ok: bool) {
+        let m = IdentityMatch::new(pattern, ".*").unwrap();
+        assert_eq!(m.matches(issuer, "subject"), ok);
+    }
+
+    #[test]
+    fn keys_come_from_pub_entries_only() {
+        let mut data = BTreeMap::new();
+        data.insert("cosign.pub".to_string(), b"PEM-A".to_vec());
+        data.insert("cosign.key".to_string(), b"PRIVATE".to_vec());
+        data.insert("other.pub".to_string(), b"PEM-B".to_vec());
+        let policy = VerifyPolicy::from_spec(VerifySpec {
+            provider: "cosign",
+            secret: Some(("keys", &data)),
+            ..Default::default()
+        })
+        .unwrap();
+        let VerifyPolicy::Keys(keys) = policy else {
+            panic!("expected key mode")
+        };
+        let names: Vec<&str> = keys.iter().map(|k| k.name.as_str()).collect();
+        assert_eq!(names, ["cosign.pub", "other.pub"]);
+    }
+
+    #[test]
+    fn spec_errors_are_reported() {
+        let empty = BTreeMap::new();
+        let no_pub = VerifyPolicy::from_spec(VerifySpec {
+            secret: Some(("s", &empty)),
+            ..Default::default()
+        });
+        assert_eq!(
+            no_pub,
+            Err(PolicyError::NoPublicKeys { secret: "s".into() })
+        );
+        let keyless = VerifyPolicy::from_spec(VerifySpec::default());
+        assert_eq!(keyless, Err(PolicyError::NoIdentities));
+        let notation = VerifyPolicy::from_spec(VerifySpec {
+            provider: "notation",
+            ..Default::default()
+        });
+        assert_eq!(notation, Err(PolicyError::NotationUnsupported));
+        assert!(notation
+            .unwrap_err()
+            .to_string()
+            .contains("not supported yet"));
+        let bad = ids(&[("(", ".*")]);
+        let err = VerifyPolicy::from_spec(VerifySpec {
+            identities: &bad,
+            ..Default::default()
+        });
+        assert!(matches!(
+            err,
+            Err(PolicyError::InvalidRegex {
+                field: "issuer",
+                ..
+            })
+        ));
+        let other = VerifyPolicy::from_spec(VerifySpec {
+            provider: "gpg",
+            ..Default::default()
+        });
+        assert_eq!(other, Err(PolicyError::UnknownProvider("gpg".into())));
+    }
+
+    #[test]
+    fn keyless_keeps_identities_and_root() {
+        let pairs = ids(&[("^https://a$", "^x$"), ("b", "y")]);
+        let policy = VerifyPolicy::from_spec(VerifySpec {
+            identities: &pairs,
+            trusted_root_json: Some(b"{}".to_vec()),
+            ..Default::default()
+        })
+        .unwrap();
+        let VerifyPolicy::Keyless {
+            identities,
+            trusted_root_json,
+        } = policy
+        else {
+            panic!("expected keyless")
+        };
+        assert_eq!(identities.len(), 2);
+        assert!(identities[1].matches("b", "y"));
+        assert!(!identities[1].matches("b", "yy"));
+        assert_eq!(trusted_root_json.as_deref(), Some(&b"{}"[..]));
+    }
+}
