@@ -9,6 +9,7 @@
 
 pub mod archive;
 pub mod domain;
+pub mod pipeline;
 pub mod ports;
 pub mod storage;
 pub mod verify;

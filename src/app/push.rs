@@ -76,7 +76,7 @@ fn archive_dir<W: Write + Send + 'static>(dir: &Path, out: W) -> Result<(W, Dige
         platform: None,
         artifact_type: None,
     };
-    let opts = MergeOptions { ignore: IgnoreRules::from_spec(""), limits: Limits::default() };
+    let opts = MergeOptions { ignore: IgnoreRules::none(), limits: Limits::default() };
     let mut merger = Merger::new(Counting { inner: out, hasher: Hasher::default() }, opts);
     let merged = merger.add_layer(&label, reader).and_then(|()| merger.finish());
     let walked = walker.join().map_err(|_| AppError::Failed("the directory walker panicked".into()))?;

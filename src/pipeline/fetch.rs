@@ -9,6 +9,8 @@
 
 use std::sync::Arc;
 
+use std::sync::Mutex;
+
 use futures::StreamExt;
 
 use crate::archive::bridge;
@@ -19,13 +21,13 @@ use crate::domain::layers::{LayerSelector, Selection};
 use crate::domain::limits::Limits;
 use crate::domain::manifest::{Descriptor, ImageManifest, Manifest, ManifestError, Platform};
 use crate::domain::reference::RepositoryUrl;
-use crate::ports::{BlobStream, Registry};
+use crate::ports::{BlobStream, Registry, RegistryError};
 use crate::storage::{Storage, StoredFile};
 
 use super::PipelineError;
 
 /// How many chunks may wait between the download and the unpacking thread.
-const BRIDGE_CHUNKS: usize = 16;
+const BRIDGE_CHUNKS: usize = bridge::DEFAULT_CAPACITY;
 
 /// Fetches the manifest `digest` points at; an index resolves to `platform`'s manifest.
 /// Returns the image manifest and the digest of that manifest.
@@ -91,7 +93,7 @@ pub async fn store_layers(
         Selection::Copy(layer) => copy_layer(registry.as_ref(), &req, &layer).await,
         Selection::Extract(layers) => {
             let base = match req.ignore {
-                Some(text) => IgnoreRules::from_spec(text),
+                Some(text) => IgnoreRules::from_spec(text)?,
                 None => IgnoreRules::flux_default(),
             };
             let mut rules = base.clone();
@@ -126,23 +128,23 @@ async fn open_blob(registry: &dyn Registry, req: &StoreRequest<'_>, layer: &Desc
     })
 }
 
-/// Pumps a blob stream into the bridge; returns the registry error that ended it, if any.
-async fn pump(mut stream: BlobStream, tx: bridge::Sender) -> Option<crate::ports::RegistryError> {
-    while let Some(item) = stream.next().await {
-        match item {
-            Ok(chunk) => {
-                if tx.send(Ok(chunk)).await.is_err() {
-                    // The reader gave up (its error is reported from its side).
-                    return None;
-                }
+/// Wraps a blob stream so the first registry error it ends with is kept: the merge then
+/// fails on a truncated layer, and the registry error is the one worth reporting.
+fn watched(stream: BlobStream) -> (BlobStream, Arc<Mutex<Option<RegistryError>>>) {
+    let slot = Arc::new(Mutex::new(None));
+    let seen = slot.clone();
+    let stream = stream
+        .inspect(move |item| {
+            if let (Err(e), Ok(mut s)) = (item, seen.lock()) {
+                s.get_or_insert_with(|| RegistryError::new(e.kind, e.message.clone()));
             }
-            Err(e) => {
-                let _ = tx.send(Err(std::io::Error::other(e.message.clone()))).await;
-                return Some(e);
-            }
-        }
-    }
-    None
+        })
+        .boxed();
+    (stream, slot)
+}
+
+fn taken(slot: &Mutex<Option<RegistryError>>) -> Option<RegistryError> {
+    slot.lock().ok().and_then(|mut s| s.take())
 }
 
 async fn merge_pass(
@@ -153,7 +155,7 @@ async fn merge_pass(
 ) -> Result<PassOutcome, PipelineError> {
     let pending = req.storage.create(req.path)?;
     let opts = MergeOptions { ignore, limits: req.limits.clone() };
-    let (layer_tx, mut layer_rx) = tokio::sync::mpsc::channel::<(Descriptor, bridge::Reader)>(1);
+    let (layer_tx, mut layer_rx) = tokio::sync::mpsc::channel::<(Descriptor, bridge::BlobReader)>(1);
     let digest = req.manifest_digest.to_string();
     let worker = tokio::task::spawn_blocking(move || {
         let mut merger = Merger::new(pending, opts);
@@ -175,13 +177,18 @@ async fn merge_pass(
         if layer_tx.send((layer.clone(), rx)).await.is_err() {
             break; // the worker stopped on an error; it is reported below
         }
-        if let Some(source) = pump(stream, tx).await {
+        let (stream, slot) = watched(stream);
+        let pumped = tx.pump(stream).await;
+        if let Some(source) = taken(&slot) {
             registry_failure = Some(PipelineError::Blob {
                 url: req.url.to_string(),
                 layer: layer.digest.to_string(),
                 source,
             });
             break;
+        }
+        if pumped.is_err() {
+            break; // the worker stopped on an error; it is reported below
         }
     }
     drop(layer_tx);
@@ -212,7 +219,9 @@ async fn copy_layer(
     let worker = tokio::task::spawn_blocking(move || {
         std::io::copy(&mut rx, &mut pending).map(|_| pending)
     });
-    let failure = pump(stream, tx).await;
+    let (stream, slot) = watched(stream);
+    let _ = tx.pump(stream).await;
+    let failure = taken(&slot);
     let copied = worker.await.map_err(|e| PipelineError::Worker(e.to_string()))?;
     if let Some(source) = failure {
         return Err(PipelineError::Blob { url: req.url.to_string(), layer: layer.digest.to_string(), source });

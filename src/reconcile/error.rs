@@ -90,6 +90,7 @@ impl ReconcileError {
                     (Fetch, reason::OCI_ARTIFACT_LAYER_OPERATION_FAILED, Retry)
                 }
                 PipelineErrorKind::Storage => (Storage, reason::STORAGE_OPERATION_FAILED, Retry),
+                PipelineErrorKind::Spec => (Fetch, reason::INVALID_SPEC, Stalled),
             },
             Self::VerifyPolicy(_) => (Verify, reason::VERIFICATION_ERROR, Stalled),
             Self::Verify(VerifyError::Spec(_)) => (Verify, reason::VERIFICATION_ERROR, Stalled),
