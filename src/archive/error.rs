@@ -53,12 +53,21 @@ pub enum ArchiveError {
     /// The entry would be written through a symlink that the layers put there.
     #[error("failed to unpack entry '{path}' of layer {layer}: its path goes through the symlink '{link}' set by a lower or earlier entry: rebuild the artifact without entries under symlinks")]
     ThroughSymlink {
-        /// Layer digest of the entry or of the symlink, whichever was read second.
+        /// Layer digest of the entry.
         layer: Digest,
         /// The entry path.
         path: String,
         /// The symlink on its way.
         link: String,
+    },
+    /// A lower-layer symlink where higher layers put entries under a directory of that
+    /// name, with no real directory replacing the symlink in between.
+    #[error("failed to unpack symlink '{path}' of layer {layer}: higher layers put entries under '{path}/', which a runtime would write through this symlink: rebuild the artifact without the symlink or with a real directory above it")]
+    SymlinkUnderEntries {
+        /// Layer digest of the symlink.
+        layer: Digest,
+        /// The symlink path.
+        path: String,
     },
     /// A hardlink entry.
     #[error("failed to unpack entry '{path}' of layer {layer}: hardlinks are not supported: rebuild the artifact with regular files")]

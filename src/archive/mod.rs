@@ -125,7 +125,8 @@ impl<W: Write + Send + 'static> Merger<W> {
 
     /// Merges one layer (gzip, zstd or plain tar, sniffed). Layers are given from the
     /// TOP layer (last in the manifest) down to the bottom one. The reader is read to its
-    /// end, so a digest-checking stream gets to check.
+    /// end, so a digest-checking stream gets to check. After an error the merger is in an
+    /// undefined state: drop it and delete the output.
     pub fn add_layer(&mut self, layer: &Descriptor, reader: impl Read) -> Result<(), ArchiveError> {
         let digest = &layer.digest;
         if self.sink.is_none() {
@@ -372,6 +373,7 @@ fn conflict(digest: &Digest, path: String, c: Conflict) -> ArchiveError {
         Conflict::Duplicate => ArchiveError::Duplicate { layer, path },
         Conflict::UnderFile(parent) => ArchiveError::UnderFile { layer, path, parent },
         Conflict::ThroughSymlink(link) => ArchiveError::ThroughSymlink { layer, path, link },
+        Conflict::SymlinkUnderEntries => ArchiveError::SymlinkUnderEntries { layer, path },
     }
 }
 
