@@ -190,6 +190,14 @@ fn a_failing_stream_is_a_read_error_not_a_format_error() {
 }
 
 #[test]
+fn an_oversized_sourceignore_is_refused() {
+    let big = "#".repeat(usize::try_from(MAX_SOURCEIGNORE_BYTES).unwrap() + 1);
+    let layer = tar_of(&[E::File("d/.sourceignore", &big)]);
+    let (err, _) = refused(&[layer], 0, "d/.sourceignore");
+    assert!(matches!(err, ArchiveError::SourceIgnoreTooLarge { .. }), "{err:?}");
+}
+
+#[test]
 fn a_second_pass_never_asks_for_a_third() {
     // Preloaded rules mark a second pass; a .sourceignore it does not know that changes
     // written entries must fail instead of looping.
