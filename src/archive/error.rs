@@ -1,7 +1,12 @@
 //! The one error type of the archive module. Every variant about layer content names the
 //! layer digest and, when there is one, the entry path, and says what the publisher of
-//! the artifact should do. Imports nothing from tokio or any network crate.
+//! the artifact should do. Also the internal classification of reader failures into
+//! these variants. Imports nothing from tokio or any network crate.
 
+use std::io;
+
+use super::decode::{Decoded, Format};
+use super::merge::Conflict;
 use crate::domain::digest::Digest;
 
 /// A failed layer merge. On any error the caller deletes the temporary output.
@@ -152,4 +157,48 @@ pub enum ArchiveError {
     /// The compressor thread panicked.
     #[error("failed to write the merged archive: the compressor thread panicked")]
     CompressorPanicked,
+}
+
+/// How reading an entry failed: a final error, or an I/O error to classify once the
+/// tar reader has let go of the decoder.
+pub(super) enum Step {
+    Fail(ArchiveError),
+    Io(io::Error),
+}
+
+impl From<ArchiveError> for Step {
+    fn from(e: ArchiveError) -> Self {
+        Self::Fail(e)
+    }
+}
+
+pub(super) fn conflict(digest: &Digest, path: String, c: Conflict) -> ArchiveError {
+    let layer = digest.clone();
+    match c {
+        Conflict::Duplicate => ArchiveError::Duplicate { layer, path },
+        Conflict::UnderFile(parent) => ArchiveError::UnderFile { layer, path, parent },
+        Conflict::ThroughSymlink(link) => ArchiveError::ThroughSymlink { layer, path, link },
+        Conflict::SymlinkUnderEntries => ArchiveError::SymlinkUnderEntries { layer, path },
+    }
+}
+
+/// Classifies an I/O error met while reading a layer.
+pub(super) fn input_error(
+    layer: &Digest,
+    decoded: &Decoded<'_>,
+    limit: u64,
+    last: &str,
+    e: io::Error,
+) -> ArchiveError {
+    let layer = layer.clone();
+    if decoded.exceeded {
+        return ArchiveError::TooLarge { layer, limit };
+    }
+    if let Some((kind, msg)) = decoded.raw_failure.borrow().as_ref() {
+        return ArchiveError::Read { layer, source: io::Error::new(*kind, msg.clone()) };
+    }
+    if decoded.inner_failed && decoded.format == Format::Gzip {
+        return ArchiveError::MalformedGzip { layer, cause: e };
+    }
+    ArchiveError::MalformedTar { layer, after: last.to_string(), cause: e }
 }
