@@ -76,7 +76,9 @@ impl<W: Write + Send + 'static> Sink<W> {
                     chunk.clear();
                     let _ = free_tx.try_send(chunk);
                 }
-                gz.finish()
+                let mut out = gz.finish()?;
+                out.flush()?;
+                Ok(out)
             })
             .map_err(|source| ArchiveError::Write { source })?;
         let writer = ChunkWriter { buf: Vec::with_capacity(CHUNK), tx, free };

@@ -70,6 +70,9 @@ pub(super) enum Conflict {
     UnderFile(String),
     /// The path goes through this symlink.
     ThroughSymlink(String),
+    /// This lower-layer symlink sits where higher layers unpacked entries under a
+    /// directory of the same name: a runtime would write them through it.
+    SymlinkUnderEntries,
 }
 
 /// Merge state across layers.
@@ -140,7 +143,7 @@ impl State {
                     {
                         // Entries of higher layers were unpacked under this path with no
                         // real directory replacing the symlink in between.
-                        return Err(Conflict::ThroughSymlink(path.into()));
+                        return Err(Conflict::SymlinkUnderEntries);
                     }
                     _ => {}
                 }
@@ -249,7 +252,7 @@ mod tests {
     fn lower_symlink_under_higher_entries_is_refused_unless_a_real_dir_replaced_it() {
         let mut s = State::default();
         win(&mut s, 0, "a/x", Kind::File).unwrap();
-        assert_eq!(win(&mut s, 1, "a", Kind::Symlink), Err(Conflict::ThroughSymlink("a".into())));
+        assert_eq!(win(&mut s, 1, "a", Kind::Symlink), Err(Conflict::SymlinkUnderEntries));
         let mut s = State::default();
         win(&mut s, 0, "a/x", Kind::File).unwrap();
         win(&mut s, 1, "a", Kind::Dir).unwrap();
@@ -257,7 +260,7 @@ mod tests {
         let mut s = State::default();
         win(&mut s, 0, "a", Kind::Dir).unwrap();
         win(&mut s, 1, "a/x", Kind::File).unwrap();
-        assert_eq!(win(&mut s, 2, "a", Kind::Symlink), Err(Conflict::ThroughSymlink("a".into())));
+        assert_eq!(win(&mut s, 2, "a", Kind::Symlink), Err(Conflict::SymlinkUnderEntries));
     }
 
     #[test]

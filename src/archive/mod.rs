@@ -38,7 +38,8 @@ use crate::domain::manifest::Descriptor;
 use compress::Sink;
 use decode::{Decoded, Exact, Format};
 pub use error::ArchiveError;
-use merge::{Conflict, Place, State};
+use error::{conflict, input_error, Step};
+use merge::{Place, State};
 use normalise::{clean_path, file_mode, kind_of, split, whiteout, Kind, Whiteout};
 
 /// Largest `.sourceignore` read into memory.
@@ -125,7 +126,8 @@ impl<W: Write + Send + 'static> Merger<W> {
 
     /// Merges one layer (gzip, zstd or plain tar, sniffed). Layers are given from the
     /// TOP layer (last in the manifest) down to the bottom one. The reader is read to its
-    /// end, so a digest-checking stream gets to check.
+    /// end, so a digest-checking stream gets to check. After an error the merger is in an
+    /// undefined state: drop it and delete the output.
     pub fn add_layer(&mut self, layer: &Descriptor, reader: impl Read) -> Result<(), ArchiveError> {
         let digest = &layer.digest;
         if self.sink.is_none() {
@@ -351,47 +353,4 @@ impl<W: Write + Send + 'static> Merger<W> {
         let out = sink.finish()?;
         Ok(MergeOutcome::Done { out, stats: self.stats })
     }
-}
-
-/// How reading an entry failed: a final error, or an I/O error to classify once the
-/// tar reader has let go of the decoder.
-enum Step {
-    Fail(ArchiveError),
-    Io(io::Error),
-}
-
-impl From<ArchiveError> for Step {
-    fn from(e: ArchiveError) -> Self {
-        Self::Fail(e)
-    }
-}
-
-fn conflict(digest: &Digest, path: String, c: Conflict) -> ArchiveError {
-    let layer = digest.clone();
-    match c {
-        Conflict::Duplicate => ArchiveError::Duplicate { layer, path },
-        Conflict::UnderFile(parent) => ArchiveError::UnderFile { layer, path, parent },
-        Conflict::ThroughSymlink(link) => ArchiveError::ThroughSymlink { layer, path, link },
-    }
-}
-
-/// Classifies an I/O error met while reading a layer.
-fn input_error(
-    layer: &Digest,
-    decoded: &Decoded<'_>,
-    limit: u64,
-    last: &str,
-    e: io::Error,
-) -> ArchiveError {
-    let layer = layer.clone();
-    if decoded.exceeded {
-        return ArchiveError::TooLarge { layer, limit };
-    }
-    if let Some((kind, msg)) = decoded.raw_failure.borrow().as_ref() {
-        return ArchiveError::Read { layer, source: io::Error::new(*kind, msg.clone()) };
-    }
-    if decoded.inner_failed && decoded.format == Format::Gzip {
-        return ArchiveError::MalformedGzip { layer, cause: e };
-    }
-    ArchiveError::MalformedTar { layer, after: last.to_string(), cause: e }
 }

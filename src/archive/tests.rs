@@ -339,3 +339,24 @@ async fn bridge_feeds_blob_streams_into_the_merge() {
     let list = listing(&out);
     assert_eq!((content(&list, "a"), content(&list, "b")), (Some("top"), Some("b")));
 }
+
+#[test]
+fn a_higher_file_or_symlink_hides_a_lower_directory_tree() {
+    let bottom =
+        tar_of(&[E::File("conf/a.yaml", "a"), E::File("data/x", "x"), E::File("keep", "k")]);
+    let top = tar_of(&[E::File("conf", "now a file"), E::Link("data", "elsewhere")]);
+    let (out, _) = done(merge(&[top, bottom], no_ignores()).unwrap());
+    let list = listing(&out);
+    assert_eq!(paths(&out), vec!["conf", "keep"]);
+    assert_eq!(content(&list, "conf"), Some("now a file"));
+}
+
+#[test]
+fn a_higher_sourceignore_filters_lower_layers_in_one_pass() {
+    let top = tar_of(&[E::File(".sourceignore", "/build/\n*.log\n")]);
+    let bottom =
+        tar_of(&[E::File("build/out.bin", "b"), E::File("x.log", "l"), E::File("src/a.rs", "a")]);
+    let (out, stats) = done(merge(&[top, bottom], no_ignores()).unwrap());
+    assert_eq!(paths(&out), vec![".sourceignore", "src", "src/a.rs"]);
+    assert_eq!(stats.skipped, 2, "build/out.bin and x.log; the implied build/ is not an entry");
+}

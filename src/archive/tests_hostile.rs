@@ -56,8 +56,8 @@ fn entries_through_a_symlink_of_the_same_layer_are_refused() {
 fn higher_entries_through_a_lower_symlink_are_refused() {
     let top = tar_of(&[E::File("etc/passwd", "x")]);
     let bottom = tar_of(&[E::Link("etc", "/etc")]);
-    let (err, msg) = refused(&[top, bottom], 1, "etc");
-    assert!(matches!(err, ArchiveError::ThroughSymlink { .. }), "{msg}");
+    let (err, msg) = refused(&[top, bottom], 1, "'etc'");
+    assert!(matches!(err, ArchiveError::SymlinkUnderEntries { .. }), "{msg}");
 }
 
 #[test]
@@ -187,6 +187,14 @@ fn a_failing_stream_is_a_read_error_not_a_format_error() {
         );
         assert!(chain.contains("digest mismatch"), "{chain}");
     }
+}
+
+#[test]
+fn an_oversized_sourceignore_is_refused() {
+    let big = "#".repeat(usize::try_from(MAX_SOURCEIGNORE_BYTES).unwrap() + 1);
+    let layer = tar_of(&[E::File("d/.sourceignore", &big)]);
+    let (err, _) = refused(&[layer], 0, "d/.sourceignore");
+    assert!(matches!(err, ArchiveError::SourceIgnoreTooLarge { .. }), "{err:?}");
 }
 
 #[test]
