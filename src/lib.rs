@@ -9,3 +9,4 @@
 
 pub mod domain;
 pub mod ports;
+pub mod registry;
