@@ -22,7 +22,6 @@ use ocisource::registry::{HttpConnector, RetryPolicy};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Scenario {
-    Healthy,
     DropFirstConnections,
     UnavailableOnce,
     TooManyRequests(&'static str),
@@ -54,26 +53,51 @@ fn respond(status: StatusCode, headers: &[(&str, String)], body: Body) -> Respon
     b.body(body).unwrap()
 }
 
-async fn handle(State(f): State<Arc<Fault>>, method: Method, uri: Uri, headers: HeaderMap) -> Response {
+async fn handle(
+    State(f): State<Arc<Fault>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
     let path = uri.path();
     if path == "/token" {
         f.token_hits.fetch_add(1, Ordering::SeqCst);
-        return respond(StatusCode::OK, &[], Body::from(r#"{"access_token":"t0k3n","expires_in":300}"#));
+        return respond(
+            StatusCode::OK,
+            &[],
+            Body::from(r#"{"access_token":"t0k3n","expires_in":300}"#),
+        );
     }
     let n = f.hits.fetch_add(1, Ordering::SeqCst);
     let ok = StatusCode::OK;
     match f.scenario {
-        Scenario::Persistent500 => return respond(StatusCode::INTERNAL_SERVER_ERROR, &[], Body::empty()),
-        Scenario::UnavailableOnce if n == 0 => return respond(StatusCode::SERVICE_UNAVAILABLE, &[], Body::empty()),
+        Scenario::Persistent500 => {
+            return respond(StatusCode::INTERNAL_SERVER_ERROR, &[], Body::empty())
+        }
+        Scenario::UnavailableOnce if n == 0 => {
+            return respond(StatusCode::SERVICE_UNAVAILABLE, &[], Body::empty())
+        }
         Scenario::TooManyRequests(after) if n == 0 => {
-            return respond(StatusCode::TOO_MANY_REQUESTS, &[("retry-after", after.to_string())], Body::empty())
+            return respond(
+                StatusCode::TOO_MANY_REQUESTS,
+                &[("retry-after", after.to_string())],
+                Body::empty(),
+            )
         }
         Scenario::Bearer => {
-            let authorised = headers.get("authorization").is_some_and(|v| v == "Bearer t0k3n");
+            let authorised = headers
+                .get("authorization")
+                .is_some_and(|v| v == "Bearer t0k3n");
             if !authorised {
                 let host = headers.get("host").unwrap().to_str().unwrap().to_string();
-                let challenge = format!(r#"Bearer realm="http://{host}/token",service="fault",scope="repository:a/b:pull""#);
-                return respond(StatusCode::UNAUTHORIZED, &[("www-authenticate", challenge)], Body::empty());
+                let challenge = format!(
+                    r#"Bearer realm="http://{host}/token",service="fault",scope="repository:a/b:pull""#
+                );
+                return respond(
+                    StatusCode::UNAUTHORIZED,
+                    &[("www-authenticate", challenge)],
+                    Body::empty(),
+                );
             }
         }
         _ => {}
@@ -81,7 +105,10 @@ async fn handle(State(f): State<Arc<Fault>>, method: Method, uri: Uri, headers: 
     if path.ends_with("/tags/list") {
         // 2,500 tags, `n` per page, continued after `last` with a relative Link.
         let q = uri.query().unwrap_or_default();
-        let param = |k: &str| q.split('&').find_map(|kv| kv.strip_prefix(&format!("{k}=")[..]).map(str::to_string));
+        let param = |k: &str| {
+            q.split('&')
+                .find_map(|kv| kv.strip_prefix(&format!("{k}=")[..]).map(str::to_string))
+        };
         let n: usize = param("n").and_then(|v| v.parse().ok()).unwrap_or(100);
         let all: Vec<String> = (0..2_500).map(|i| format!("t{i:05}")).collect();
         let start = param("last").map_or(0, |l| all.iter().position(|t| *t == l).unwrap() + 1);
@@ -89,31 +116,58 @@ async fn handle(State(f): State<Arc<Fault>>, method: Method, uri: Uri, headers: 
         let body = serde_json::json!({"name": "a/b", "tags": page}).to_string();
         let mut hs = vec![("content-type", "application/json".to_string())];
         if start + n < all.len() {
-            hs.push(("link", format!(r#"</v2/a/b/tags/list?last={}&n={n}>; rel="next""#, page[page.len() - 1])));
+            hs.push((
+                "link",
+                format!(
+                    r#"</v2/a/b/tags/list?last={}&n={n}>; rel="next""#,
+                    page[page.len() - 1]
+                ),
+            ));
         }
         return respond(ok, &hs, Body::from(body));
     }
     if path.contains("/manifests/") {
-        let digest = if f.scenario == Scenario::WrongManifestDigest { Digest::of(b"other") } else { Digest::of(&f.manifest) };
-        let hs = [("content-type", OCI_MANIFEST.to_string()), ("docker-content-digest", digest.to_string())];
-        let body = if method == Method::HEAD { Body::empty() } else { Body::from(f.manifest.clone()) };
+        let digest = if f.scenario == Scenario::WrongManifestDigest {
+            Digest::of(b"other")
+        } else {
+            Digest::of(&f.manifest)
+        };
+        let hs = [
+            ("content-type", OCI_MANIFEST.to_string()),
+            ("docker-content-digest", digest.to_string()),
+        ];
+        let body = if method == Method::HEAD {
+            Body::empty()
+        } else {
+            Body::from(f.manifest.clone())
+        };
         return respond(ok, &hs, body);
     }
     if path.contains("/blobs/") {
         let blob = f.blob.clone();
         let len = blob.len();
-        let range = headers.get("range").map(|v| v.to_str().unwrap().to_string());
+        let range = headers
+            .get("range")
+            .map(|v| v.to_str().unwrap().to_string());
         if let Some(r) = &range {
             f.ranges.lock().unwrap().push(r.clone());
         }
         match (f.scenario, range) {
             (Scenario::CutBlob { honour_range: true }, Some(r)) => {
-                let start: usize = r.trim_start_matches("bytes=").trim_end_matches('-').parse().unwrap();
+                let start: usize = r
+                    .trim_start_matches("bytes=")
+                    .trim_end_matches('-')
+                    .parse()
+                    .unwrap();
                 let hs = [
                     ("content-length", (len - start).to_string()),
                     ("content-range", format!("bytes {start}-{}/{len}", len - 1)),
                 ];
-                return respond(StatusCode::PARTIAL_CONTENT, &hs, Body::from(blob.slice(start..)));
+                return respond(
+                    StatusCode::PARTIAL_CONTENT,
+                    &hs,
+                    Body::from(blob.slice(start..)),
+                );
             }
             (Scenario::CutBlob { .. }, _) if n == 0 => {
                 // Promise the whole blob, send a third, then fail the body: the
@@ -126,12 +180,20 @@ async fn handle(State(f): State<Arc<Fault>>, method: Method, uri: Uri, headers: 
                         Err(std::io::Error::other("cut"))
                     }),
                 );
-                return respond(ok, &[("content-length", len.to_string())], Body::from_stream(stream));
+                return respond(
+                    ok,
+                    &[("content-length", len.to_string())],
+                    Body::from_stream(stream),
+                );
             }
             (Scenario::WrongBlobBytes, _) => {
                 let mut wrong = blob.to_vec();
                 wrong[len - 1] ^= 0xff;
-                return respond(ok, &[("content-length", len.to_string())], Body::from(wrong));
+                return respond(
+                    ok,
+                    &[("content-length", len.to_string())],
+                    Body::from(wrong),
+                );
             }
             _ => return respond(ok, &[("content-length", len.to_string())], Body::from(blob)),
         }
@@ -151,10 +213,14 @@ impl axum::serve::Listener for DroppingListener {
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         loop {
-            let Ok((io, addr)) = self.inner.accept().await else { continue };
+            let Ok((io, addr)) = self.inner.accept().await else {
+                continue;
+            };
             let left = self.fault.drop_connections.load(Ordering::SeqCst);
             if left > 0 {
-                self.fault.drop_connections.store(left - 1, Ordering::SeqCst);
+                self.fault
+                    .drop_connections
+                    .store(left - 1, Ordering::SeqCst);
                 drop(io);
                 continue;
             }
@@ -176,19 +242,37 @@ async fn serve(scenario: Scenario) -> (String, Arc<Fault>) {
         hits: AtomicUsize::new(0),
         token_hits: AtomicUsize::new(0),
         ranges: Mutex::new(Vec::new()),
-        drop_connections: AtomicUsize::new(if scenario == Scenario::DropFirstConnections { 2 } else { 0 }),
+        drop_connections: AtomicUsize::new(if scenario == Scenario::DropFirstConnections {
+            2
+        } else {
+            0
+        }),
     });
     let inner = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let host = inner.local_addr().unwrap().to_string();
-    let app = axum::Router::new().fallback(handle).with_state(fault.clone());
-    let listener = DroppingListener { inner, fault: fault.clone() };
+    let app = axum::Router::new()
+        .fallback(handle)
+        .with_state(fault.clone());
+    let listener = DroppingListener {
+        inner,
+        fault: fault.clone(),
+    };
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     (host, fault)
 }
 
 fn session(host: &str, retry: RetryPolicy) -> (HttpConnector, Arc<dyn Registry>) {
     let conn = HttpConnector::new().with_retry(retry);
-    let r = conn.connect(host, "a/b", &RegistryOptions { insecure: true, ..Default::default() }).unwrap();
+    let r = conn
+        .connect(
+            host,
+            "a/b",
+            &RegistryOptions {
+                insecure: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
     (conn, r)
 }
 
@@ -211,7 +295,10 @@ fn blob_desc(f: &Fault) -> Descriptor {
 async fn dropped_connections_are_retried() {
     let (host, _f) = serve(Scenario::DropFirstConnections).await;
     let (conn, r) = session(&host, fast());
-    assert_eq!(r.manifest_digest("v1").await.unwrap(), Digest::of(MANIFEST.as_bytes()));
+    assert_eq!(
+        r.manifest_digest("v1").await.unwrap(),
+        Digest::of(MANIFEST.as_bytes())
+    );
     assert_eq!(conn.request_count(), 3, "two failed attempts, then success");
 }
 
@@ -237,7 +324,10 @@ async fn retry_after_is_honoured_instead_of_the_backoff() {
         assert_eq!(f.hits.load(Ordering::SeqCst), 2);
     }
     // A long Retry-After is capped by the policy.
-    let capped = RetryPolicy { max_retry_after: Duration::from_millis(10), ..slow };
+    let capped = RetryPolicy {
+        max_retry_after: Duration::from_millis(10),
+        ..slow
+    };
     let (host, _f) = serve(Scenario::TooManyRequests("86400")).await;
     let (_c, r) = session(&host, capped);
     let got = tokio::time::timeout(Duration::from_secs(60), r.manifest_digest("v1")).await;
@@ -250,12 +340,20 @@ async fn a_persistent_500_ends_in_a_transport_error_naming_url_and_status() {
     let (_c, r) = session(&host, fast());
     let err = r.manifest("v1").await.unwrap_err();
     assert_eq!(err.kind, RegistryErrorKind::Transport);
-    assert!(err.message.contains(&format!("http://{host}/v2/a/b/manifests/v1")), "{}", err.message);
+    assert!(
+        err.message
+            .contains(&format!("http://{host}/v2/a/b/manifests/v1")),
+        "{}",
+        err.message
+    );
     assert!(err.message.contains("500"), "{}", err.message);
     assert_eq!(f.hits.load(Ordering::SeqCst), 4, "bounded attempts");
 }
 
-async fn collect(r: &dyn Registry, d: &Descriptor) -> (Vec<u8>, Option<ocisource::ports::RegistryError>, usize) {
+async fn collect(
+    r: &dyn Registry,
+    d: &Descriptor,
+) -> (Vec<u8>, Option<ocisource::ports::RegistryError>, usize) {
     let mut s = r.blob(d).await.unwrap();
     let (mut bytes, mut err, mut items_after_err) = (Vec::new(), None, 0);
     while let Some(item) = s.next().await {
@@ -281,7 +379,10 @@ async fn a_blob_cut_short_is_resumed_with_range() {
 
 #[tokio::test]
 async fn a_blob_cut_short_is_restarted_and_skipped_when_range_is_ignored() {
-    let (host, f) = serve(Scenario::CutBlob { honour_range: false }).await;
+    let (host, f) = serve(Scenario::CutBlob {
+        honour_range: false,
+    })
+    .await;
     let (_c, r) = session(&host, fast());
     let (bytes, err, _) = collect(r.as_ref(), &blob_desc(&f)).await;
     assert!(err.is_none(), "{err:?}");
@@ -296,7 +397,10 @@ async fn wrong_blob_bytes_end_the_stream_with_an_integrity_error_instead_of_the_
     let (bytes, err, after) = collect(r.as_ref(), &blob_desc(&f)).await;
     let err = err.expect("a digest mismatch must be reported");
     assert_eq!(err.kind, RegistryErrorKind::Integrity, "{}", err.message);
-    assert!(bytes.len() < f.blob.len(), "the unverified last chunk must be withheld");
+    assert!(
+        bytes.len() < f.blob.len(),
+        "the unverified last chunk must be withheld"
+    );
     assert_eq!(after, 0);
 }
 
@@ -306,8 +410,15 @@ async fn a_manifest_whose_digest_differs_from_the_header_is_refused() {
     let (_c, r) = session(&host, fast());
     let err = r.manifest("v1").await.unwrap_err();
     assert_eq!(err.kind, RegistryErrorKind::Integrity);
-    assert!(err.message.contains("Docker-Content-Digest"), "{}", err.message);
-    let by_digest = r.manifest(&Digest::of(b"other").to_string()).await.unwrap_err();
+    assert!(
+        err.message.contains("Docker-Content-Digest"),
+        "{}",
+        err.message
+    );
+    let by_digest = r
+        .manifest(&Digest::of(b"other").to_string())
+        .await
+        .unwrap_err();
     assert_eq!(by_digest.kind, RegistryErrorKind::Integrity);
 }
 
@@ -320,7 +431,11 @@ async fn bearer_tokens_are_fetched_once_and_reused() {
     let (bytes, err, _) = collect(r.as_ref(), &blob_desc(&f)).await;
     assert!(err.is_none(), "{err:?}");
     assert_eq!(bytes.len(), f.blob.len());
-    assert_eq!(f.token_hits.load(Ordering::SeqCst), 1, "one token for the pull scope");
+    assert_eq!(
+        f.token_hits.load(Ordering::SeqCst),
+        1,
+        "one token for the pull scope"
+    );
 }
 
 #[tokio::test]

@@ -38,8 +38,17 @@ pub fn parse_challenge(value: &str) -> Option<Challenge> {
         return None;
     }
     let params = parse_params(rest);
-    let get = |k: &str| params.iter().find(|(n, _)| n.eq_ignore_ascii_case(k)).map(|(_, v)| v.clone());
-    Some(Challenge::Bearer { realm: get("realm")?, service: get("service"), scope: get("scope") })
+    let get = |k: &str| {
+        params
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(k))
+            .map(|(_, v)| v.clone())
+    };
+    Some(Challenge::Bearer {
+        realm: get("realm")?,
+        service: get("service"),
+        scope: get("scope"),
+    })
 }
 
 /// `k="v", k2=v2` parameters; quoted values may contain commas.
@@ -47,7 +56,9 @@ fn parse_params(s: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut rest = s.trim();
     while !rest.is_empty() {
-        let Some((key, after)) = rest.split_once('=') else { break };
+        let Some((key, after)) = rest.split_once('=') else {
+            break;
+        };
         let key = key.trim().trim_start_matches(',').trim().to_string();
         let after = after.trim_start();
         let (val, remaining) = if let Some(q) = after.strip_prefix('"') {
@@ -91,7 +102,10 @@ enum Mode {
     #[default]
     Anonymous,
     Basic,
-    Bearer { realm: String, service: Option<String> },
+    Bearer {
+        realm: String,
+        service: Option<String>,
+    },
 }
 
 /// Authentication state of one session: credentials, mode, cached tokens per scope.
@@ -120,7 +134,10 @@ pub enum Authorization {
 impl AuthState {
     /// State for a session with optional credentials.
     pub fn new(credentials: Option<Credentials>) -> Self {
-        Self { credentials, ..Self::default() }
+        Self {
+            credentials,
+            ..Self::default()
+        }
     }
 
     /// The session's credentials.
@@ -132,7 +149,10 @@ impl AuthState {
     pub fn basic_header(&self) -> Option<Redacted<String>> {
         let c = self.credentials.as_ref()?;
         let raw = format!("{}:{}", c.username, c.password.expose());
-        Some(Redacted::new(format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(raw))))
+        Some(Redacted::new(format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(raw)
+        )))
     }
 
     /// How to authorise a request needing `scope`.
@@ -140,13 +160,19 @@ impl AuthState {
         let mode = self.mode.lock().map(|m| m.clone()).unwrap_or_default();
         match mode {
             Mode::Anonymous => Authorization::None,
-            Mode::Basic => self.basic_header().map_or(Authorization::None, Authorization::Header),
+            Mode::Basic => self
+                .basic_header()
+                .map_or(Authorization::None, Authorization::Header),
             Mode::Bearer { realm, service } => {
                 let cached = self.tokens.lock().ok().and_then(|t| {
-                    t.get(scope).filter(|(_, until)| Instant::now() < *until).map(|(tok, _)| tok.clone())
+                    t.get(scope)
+                        .filter(|(_, until)| Instant::now() < *until)
+                        .map(|(tok, _)| tok.clone())
                 });
                 match cached {
-                    Some(tok) => Authorization::Header(Redacted::new(format!("Bearer {}", tok.expose()))),
+                    Some(tok) => {
+                        Authorization::Header(Redacted::new(format!("Bearer {}", tok.expose())))
+                    }
                     None => Authorization::NeedToken { realm, service },
                 }
             }
@@ -156,12 +182,15 @@ impl AuthState {
     /// Records a challenge; returns false when it changes nothing (a second 401 means
     /// the login was refused).
     pub fn learn(&self, challenge: &Challenge) -> bool {
-        let Ok(mut mode) = self.mode.lock() else { return false };
+        let Ok(mut mode) = self.mode.lock() else {
+            return false;
+        };
         let new = match challenge {
             Challenge::Basic => Mode::Basic,
-            Challenge::Bearer { realm, service, .. } => {
-                Mode::Bearer { realm: realm.clone(), service: service.clone() }
-            }
+            Challenge::Bearer { realm, service, .. } => Mode::Bearer {
+                realm: realm.clone(),
+                service: service.clone(),
+            },
         };
         let changed = !matches!(
             (&*mode, &new),
@@ -205,23 +234,43 @@ mod tests {
                 scope: Some("repository:a/b:pull,push".into()),
             }
         );
-        assert_eq!(parse_challenge(r#"Basic realm="x""#), Some(Challenge::Basic));
+        assert_eq!(
+            parse_challenge(r#"Basic realm="x""#),
+            Some(Challenge::Basic)
+        );
         assert_eq!(parse_challenge("Negotiate"), None);
         assert_eq!(parse_challenge("Bearer service=x"), None);
     }
 
     #[test]
     fn token_response_accepts_both_field_names_and_caches_per_scope() {
-        let t: TokenResponse = serde_json::from_str(r#"{"access_token":"abc","expires_in":300}"#).unwrap();
+        let t: TokenResponse =
+            serde_json::from_str(r#"{"access_token":"abc","expires_in":300}"#).unwrap();
         let (tok, life) = t.into_token().unwrap();
         assert_eq!(tok.expose(), "abc");
         assert_eq!(life, Duration::from_secs(295));
         let state = AuthState::new(None);
-        assert!(state.learn(&Challenge::Bearer { realm: "r".into(), service: None, scope: None }));
-        assert!(matches!(state.authorization("s1"), Authorization::NeedToken { .. }));
+        assert!(state.learn(&Challenge::Bearer {
+            realm: "r".into(),
+            service: None,
+            scope: None
+        }));
+        assert!(matches!(
+            state.authorization("s1"),
+            Authorization::NeedToken { .. }
+        ));
         state.store_token("s1", tok, life);
-        assert!(matches!(state.authorization("s1"), Authorization::Header(h) if h.expose() == "Bearer abc"));
-        assert!(matches!(state.authorization("s2"), Authorization::NeedToken { .. }));
-        assert!(!state.learn(&Challenge::Bearer { realm: "r".into(), service: None, scope: None }));
+        assert!(
+            matches!(state.authorization("s1"), Authorization::Header(h) if h.expose() == "Bearer abc")
+        );
+        assert!(matches!(
+            state.authorization("s2"),
+            Authorization::NeedToken { .. }
+        ));
+        assert!(!state.learn(&Challenge::Bearer {
+            realm: "r".into(),
+            service: None,
+            scope: None
+        }));
     }
 }

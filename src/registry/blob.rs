@@ -44,7 +44,10 @@ impl Download {
     }
 
     fn integrity(&self, detail: String) -> RegistryError {
-        err(RegistryErrorKind::Integrity, format!("failed to download blob {}: {detail}", self.url))
+        err(
+            RegistryErrorKind::Integrity,
+            format!("failed to download blob {}: {detail}", self.url),
+        )
     }
 
     /// Opens the body at the current offset.
@@ -74,7 +77,10 @@ impl Download {
                 None => rb,
             })
         };
-        let resp = self.client.send("download blob", &url, Access::Pull, false, &build).await?;
+        let resp = self
+            .client
+            .send("download blob", &url, Access::Pull, false, &build)
+            .await?;
         let status = resp.status().as_u16();
         let remaining = match status {
             200 => {
@@ -137,7 +143,10 @@ impl Download {
                     self.stalled = 0;
                     if self.received() + chunk.len() as u64 > self.size {
                         self.done = true;
-                        return Some(Err(self.integrity(format!("more bytes than the descriptor size {}", self.size))));
+                        return Some(Err(self.integrity(format!(
+                            "more bytes than the descriptor size {}",
+                            self.size
+                        ))));
                     }
                     self.hasher.update(&chunk);
                     if self.received() == self.size {
@@ -163,7 +172,10 @@ impl Download {
         self.body = None;
         let got = self.hasher.clone().finish();
         if got != self.expected {
-            return Err(self.integrity(format!("content has digest {got}, expected {}", self.expected)));
+            return Err(self.integrity(format!(
+                "content has digest {got}, expected {}",
+                self.expected
+            )));
         }
         Ok(())
     }
@@ -171,7 +183,10 @@ impl Download {
 
 impl RegistryClient {
     /// A digest-checked, resuming stream of the blob `descriptor` names.
-    pub(crate) async fn blob_stream(&self, descriptor: &Descriptor) -> Result<BlobStream, RegistryError> {
+    pub(crate) async fn blob_stream(
+        &self,
+        descriptor: &Descriptor,
+    ) -> Result<BlobStream, RegistryError> {
         let url = self.url(&format!("blobs/{}", descriptor.digest));
         let mut dl = Download {
             client: self.clone(),
@@ -195,11 +210,18 @@ impl RegistryClient {
     }
 
     /// The whole blob in memory, refusing descriptors larger than `max`.
-    pub(crate) async fn blob_whole(&self, descriptor: &Descriptor, max: u64) -> Result<Bytes, RegistryError> {
+    pub(crate) async fn blob_whole(
+        &self,
+        descriptor: &Descriptor,
+        max: u64,
+    ) -> Result<Bytes, RegistryError> {
         if descriptor.size > max {
             return Err(err(
                 RegistryErrorKind::Integrity,
-                format!("failed to read blob {}: {} bytes exceed the limit of {max}", descriptor.digest, descriptor.size),
+                format!(
+                    "failed to read blob {}: {} bytes exceed the limit of {max}",
+                    descriptor.digest, descriptor.size
+                ),
             ));
         }
         let mut stream = self.blob_stream(descriptor).await?;

@@ -1,7 +1,8 @@
 //! `RegistryClient`: one repository on one registry. Holds the HTTP client, the auth
 //! state and the request counter, and implements the request loop every operation goes
 //! through (authorisation challenges, retries with backoff, status → error kind), plus
-//! manifest HEAD/GET with size cap and digest checks. Blob streaming lives in `blob.rs`,
+//! shared helpers (capped body reads, reference checks). Manifests live in `manifest.rs`,
+//! blob streaming in `blob.rs`,
 //! tag listing in `tags.rs`, uploads in `push.rs`. Must not import `reconcile`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,15 +10,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
+use reqwest::header::{HeaderValue, AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE};
 
 use super::auth::{parse_challenge, AuthState, Authorization, Challenge, TokenResponse};
 use super::retry::{retryable_status, RetryPolicy};
 use super::transport::{build_http, chain, DEFAULT_TIMEOUT};
 use crate::domain::digest::Digest;
-use crate::domain::manifest::ACCEPTED_MANIFESTS;
 use crate::domain::secret::Redacted;
-use crate::ports::{FetchedManifest, RegistryError, RegistryErrorKind, RegistryOptions};
+use crate::ports::{RegistryError, RegistryErrorKind, RegistryOptions};
 
 /// Limits and retry settings shared by the sessions a connector opens.
 #[derive(Clone, Debug)]
@@ -52,7 +52,8 @@ pub(crate) enum Access {
 }
 
 /// Builds one attempt of a request; called again for every retry.
-pub(crate) type Build<'a> = &'a (dyn Fn(&reqwest::Client) -> Result<reqwest::RequestBuilder, RegistryError> + Sync);
+pub(crate) type Build<'a> =
+    &'a (dyn Fn(&reqwest::Client) -> Result<reqwest::RequestBuilder, RegistryError> + Sync);
 
 /// A session for one repository on one registry. Clones share the HTTP connection pool,
 /// the auth state (tokens) and the request counter.
@@ -68,7 +69,10 @@ pub struct RegistryClient {
 
 impl std::fmt::Debug for RegistryClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RegistryClient").field("base", &self.base).field("repository", &self.repository).finish()
+        f.debug_struct("RegistryClient")
+            .field("base", &self.base)
+            .field("repository", &self.repository)
+            .finish()
     }
 }
 
@@ -80,7 +84,9 @@ fn valid_repository(repo: &str) -> bool {
     !repo.is_empty()
         && repo.split('/').all(|part| {
             !part.is_empty()
-                && part.bytes().all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-'))
+                && part
+                    .bytes()
+                    .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-'))
                 && part != "."
                 && part != ".."
         })
@@ -95,7 +101,8 @@ pub(crate) fn valid_reference(reference: &str) -> bool {
     !b.is_empty()
         && b.len() <= 128
         && (b[0].is_ascii_alphanumeric() || b[0] == b'_')
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
 }
 
 impl RegistryClient {
@@ -107,10 +114,16 @@ impl RegistryClient {
         settings: ClientSettings,
     ) -> Result<Self, RegistryError> {
         if host.is_empty() || host.contains(['/', '@', ' ', '?', '#']) {
-            return Err(err(RegistryErrorKind::Config, format!("invalid registry host '{host}'")));
+            return Err(err(
+                RegistryErrorKind::Config,
+                format!("invalid registry host '{host}'"),
+            ));
         }
         if !valid_repository(repository) {
-            return Err(err(RegistryErrorKind::Config, format!("invalid repository name '{repository}'")));
+            return Err(err(
+                RegistryErrorKind::Config,
+                format!("invalid repository name '{repository}'"),
+            ));
         }
         let scheme = if options.insecure { "http" } else { "https" };
         Ok(Self {
@@ -166,7 +179,9 @@ impl RegistryClient {
                     Some(self.fetch_token(&realm, service.as_deref(), &scope).await?)
                 }
             };
-            let resp = self.send_retrying(what, url, small, build, header.as_ref()).await?;
+            let resp = self
+                .send_retrying(what, url, small, build, header.as_ref())
+                .await?;
             match resp.status().as_u16() {
                 401 => {
                     let challenge = resp
@@ -183,12 +198,27 @@ impl RegistryClient {
                             self.auth.drop_token(&scope);
                             self.auth.learn(&ch);
                         }
-                        _ => return Err(unauthorized(what, url, "the registry answered 401 Unauthorized")),
+                        _ => {
+                            return Err(unauthorized(
+                                what,
+                                url,
+                                "the registry answered 401 Unauthorized",
+                            ))
+                        }
                     }
                 }
-                403 => return Err(unauthorized(what, url, "the registry answered 403 Forbidden")),
+                403 => {
+                    return Err(unauthorized(
+                        what,
+                        url,
+                        "the registry answered 403 Forbidden",
+                    ))
+                }
                 404 => {
-                    return Err(err(RegistryErrorKind::NotFound, format!("failed to {what} {url}: not found (404)")))
+                    return Err(err(
+                        RegistryErrorKind::NotFound,
+                        format!("failed to {what} {url}: not found (404)"),
+                    ))
                 }
                 _ => return Ok(resp),
             }
@@ -224,10 +254,16 @@ impl RegistryClient {
                     let msg = chain(&e);
                     let tls = is_tls_failure(&msg);
                     if tls || attempt >= attempts {
-                        let hint = if tls { "; if the registry uses a private CA, provide it (certSecretRef ca.crt)" } else { "" };
+                        let hint = if tls {
+                            "; if the registry uses a private CA, provide it (certSecretRef ca.crt)"
+                        } else {
+                            ""
+                        };
                         return Err(err(
                             RegistryErrorKind::Transport,
-                            format!("failed to {what} {url} after {attempt} attempt(s): {msg}{hint}"),
+                            format!(
+                                "failed to {what} {url} after {attempt} attempt(s): {msg}{hint}"
+                            ),
                         ));
                     }
                     tracing::debug!(url, attempt, error = %msg, "registry request failed; retrying");
@@ -241,7 +277,11 @@ impl RegistryClient {
                             format!("failed to {what} {url}: the registry answered {status} after {attempt} attempts"),
                         ));
                     }
-                    let retry_after = resp.headers().get(RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_string);
+                    let retry_after = resp
+                        .headers()
+                        .get(RETRY_AFTER)
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string);
                     tracing::debug!(url, attempt, %status, "registry answered a transient status; retrying");
                     policy.delay(attempt, retry_after.as_deref())
                 }
@@ -260,7 +300,12 @@ impl RegistryClient {
         scope: &str,
     ) -> Result<Redacted<String>, RegistryError> {
         let mut url = reqwest::Url::parse(realm).map_err(|_| {
-            err(RegistryErrorKind::Protocol, format!("failed to get a token: invalid realm '{realm}' in the registry's challenge"))
+            err(
+                RegistryErrorKind::Protocol,
+                format!(
+                    "failed to get a token: invalid realm '{realm}' in the registry's challenge"
+                ),
+            )
         })?;
         {
             let mut q = url.query_pairs_mut();
@@ -273,96 +318,44 @@ impl RegistryClient {
         let basic = self.auth.basic_header();
         let build = |c: &reqwest::Client| Ok(c.get(url.clone()));
         let what = format!("get a token for {scope} from");
-        let resp = self.send_retrying(&what, &url_s, true, &build, basic.as_ref()).await?;
+        let resp = self
+            .send_retrying(&what, &url_s, true, &build, basic.as_ref())
+            .await?;
         let status = resp.status();
         if status == 401 || status == 403 {
-            return Err(unauthorized(&what, realm, &format!("the token service answered {status}")));
+            return Err(unauthorized(
+                &what,
+                realm,
+                &format!("the token service answered {status}"),
+            ));
         }
         if !status.is_success() {
-            return Err(err(RegistryErrorKind::Protocol, format!("failed to {what} {realm}: unexpected status {status}")));
+            return Err(err(
+                RegistryErrorKind::Protocol,
+                format!("failed to {what} {realm}: unexpected status {status}"),
+            ));
         }
         let body = read_capped(resp, 1 << 20, &what, realm).await?;
         let (token, life) = serde_json::from_slice::<TokenResponse>(&body)
             .ok()
             .and_then(TokenResponse::into_token)
-            .ok_or_else(|| err(RegistryErrorKind::Protocol, format!("failed to {what} {realm}: no token in the answer")))?;
+            .ok_or_else(|| {
+                err(
+                    RegistryErrorKind::Protocol,
+                    format!("failed to {what} {realm}: no token in the answer"),
+                )
+            })?;
         let header = Redacted::new(format!("Bearer {}", token.expose()));
         self.auth.store_token(scope, token, life);
         Ok(header)
     }
-
-    /// `HEAD` the manifest; falls back to `GET` when no `Docker-Content-Digest` is sent.
-    pub(crate) async fn head_manifest(&self, reference: &str) -> Result<Digest, RegistryError> {
-        check_reference(reference)?;
-        let url = self.url(&format!("manifests/{reference}"));
-        let build = |c: &reqwest::Client| Ok(c.head(&url).header(ACCEPT, ACCEPTED_MANIFESTS.join(", ")));
-        let resp = self.send("resolve manifest", &url, Access::Pull, true, &build).await?;
-        if !resp.status().is_success() {
-            return Err(unexpected("resolve manifest", &url, resp.status()));
-        }
-        match header_digest(&resp) {
-            Some(d) => {
-                if let Ok(want) = reference.parse::<Digest>() {
-                    if want != d {
-                        return Err(err(RegistryErrorKind::Integrity, format!("failed to resolve manifest {url}: the registry reports digest {d}")));
-                    }
-                }
-                Ok(d)
-            }
-            None => Ok(self.get_manifest(reference).await?.digest),
-        }
-    }
-
-    /// `GET` the manifest, capped at `max_manifest_bytes`, its digest checked against the
-    /// `Docker-Content-Digest` header and against `reference` when it is a digest.
-    pub(crate) async fn get_manifest(&self, reference: &str) -> Result<FetchedManifest, RegistryError> {
-        check_reference(reference)?;
-        let url = self.url(&format!("manifests/{reference}"));
-        let what = "fetch manifest";
-        let build = |c: &reqwest::Client| Ok(c.get(&url).header(ACCEPT, ACCEPTED_MANIFESTS.join(", ")));
-        let resp = self.send(what, &url, Access::Pull, true, &build).await?;
-        if !resp.status().is_success() {
-            return Err(unexpected(what, &url, resp.status()));
-        }
-        let media_type = resp
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_string();
-        let claimed = header_digest(&resp);
-        let body = read_capped(resp, self.settings.max_manifest_bytes, what, &url).await?;
-        let digest = Digest::of(&body);
-        let mismatch = |other: &Digest, source: &str| {
-            err(
-                RegistryErrorKind::Integrity,
-                format!("failed to {what} {url}: body has digest {digest} but {source} says {other}"),
-            )
-        };
-        if let Some(c) = claimed.as_ref().filter(|c| **c != digest) {
-            return Err(mismatch(c, "the Docker-Content-Digest header"));
-        }
-        if let Some(want) = reference.parse::<Digest>().ok().filter(|w| *w != digest) {
-            return Err(mismatch(&want, "the reference"));
-        }
-        Ok(FetchedManifest { digest, media_type, body })
-    }
-}
-
-fn check_reference(reference: &str) -> Result<(), RegistryError> {
-    if valid_reference(reference) {
-        Ok(())
-    } else {
-        Err(err(RegistryErrorKind::Config, format!("invalid reference '{reference}': expected a tag or a sha256 digest")))
-    }
-}
-
-fn header_digest(resp: &reqwest::Response) -> Option<Digest> {
-    resp.headers().get("docker-content-digest")?.to_str().ok()?.trim().parse().ok()
 }
 
 pub(crate) fn unexpected(what: &str, url: &str, status: reqwest::StatusCode) -> RegistryError {
-    err(RegistryErrorKind::Protocol, format!("failed to {what} {url}: unexpected status {status}"))
+    err(
+        RegistryErrorKind::Protocol,
+        format!("failed to {what} {url}: unexpected status {status}"),
+    )
 }
 
 fn unauthorized(what: &str, url: &str, detail: &str) -> RegistryError {
@@ -384,16 +377,22 @@ pub(crate) async fn read_capped(
     what: &str,
     url: &str,
 ) -> Result<Bytes, RegistryError> {
-    let too_big = || err(RegistryErrorKind::Integrity, format!("failed to {what} {url}: body exceeds the limit of {max} bytes"));
+    let too_big = || {
+        err(
+            RegistryErrorKind::Integrity,
+            format!("failed to {what} {url}: body exceeds the limit of {max} bytes"),
+        )
+    };
     if resp.content_length().is_some_and(|n| n > max) {
         return Err(too_big());
     }
     let mut buf = BytesMut::new();
-    while let Some(chunk) = resp
-        .chunk()
-        .await
-        .map_err(|e| err(RegistryErrorKind::Transport, format!("failed to {what} {url}: {}", chain(&e))))?
-    {
+    while let Some(chunk) = resp.chunk().await.map_err(|e| {
+        err(
+            RegistryErrorKind::Transport,
+            format!("failed to {what} {url}: {}", chain(&e)),
+        )
+    })? {
         if (buf.len() + chunk.len()) as u64 > max {
             return Err(too_big());
         }

@@ -83,7 +83,10 @@ impl std::fmt::Debug for DockerConfig {
 /// `https://index.docker.io/v1/` → `index.docker.io`; `host:5000/path` → `host:5000`.
 pub fn normalize_host(key: &str) -> String {
     let k = key.trim();
-    let k = k.strip_prefix("https://").or_else(|| k.strip_prefix("http://")).unwrap_or(k);
+    let k = k
+        .strip_prefix("https://")
+        .or_else(|| k.strip_prefix("http://"))
+        .unwrap_or(k);
     let host = k.split('/').next().unwrap_or(k).to_ascii_lowercase();
     match host.as_str() {
         "docker.io" | "registry-1.docker.io" => "index.docker.io".into(),
@@ -99,7 +102,10 @@ impl DockerConfig {
 
     /// Reads and parses a file.
     pub fn load(path: &Path) -> Result<Self, DockerConfigError> {
-        let bytes = std::fs::read(path).map_err(|source| DockerConfigError::Read { path: path.into(), source })?;
+        let bytes = std::fs::read(path).map_err(|source| DockerConfigError::Read {
+            path: path.into(),
+            source,
+        })?;
         Self::parse(&bytes)
     }
 
@@ -107,7 +113,12 @@ impl DockerConfig {
     /// then `credsStore`. `None` when the config has nothing for the host.
     pub fn credentials_for(&self, host: &str) -> Result<Option<Credentials>, DockerConfigError> {
         let want = normalize_host(host);
-        if let Some(helper) = self.cred_helpers.iter().find(|(k, _)| normalize_host(k) == want).map(|(_, v)| v) {
+        if let Some(helper) = self
+            .cred_helpers
+            .iter()
+            .find(|(k, _)| normalize_host(k) == want)
+            .map(|(_, v)| v)
+        {
             return run_helper(helper, host);
         }
         if let Some((key, entry)) = self.auths.iter().find(|(k, _)| normalize_host(k) == want) {
@@ -125,8 +136,12 @@ impl DockerConfig {
 fn entry_credentials(host: &str, e: &AuthEntry) -> Result<Option<Credentials>, DockerConfigError> {
     let (mut user, mut pass) = (e.username.clone(), e.password.clone());
     if let Some(auth) = e.auth.as_deref().filter(|a| !a.is_empty()) {
-        let bad = || DockerConfigError::Auth { host: host.to_string() };
-        let raw = base64::engine::general_purpose::STANDARD.decode(auth.trim()).map_err(|_| bad())?;
+        let bad = || DockerConfigError::Auth {
+            host: host.to_string(),
+        };
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(auth.trim())
+            .map_err(|_| bad())?;
         let text = String::from_utf8(raw).map_err(|_| bad())?;
         let (u, p) = text.split_once(':').ok_or_else(bad)?;
         user = Some(u.to_string());
@@ -136,12 +151,17 @@ fn entry_credentials(host: &str, e: &AuthEntry) -> Result<Option<Credentials>, D
     // CLI's "<token>" user convention expects.
     if let Some(tok) = e.identitytoken.as_deref().filter(|t| !t.is_empty()) {
         return Ok(Some(Credentials {
-            username: user.filter(|u| !u.is_empty()).unwrap_or_else(|| "<token>".into()),
+            username: user
+                .filter(|u| !u.is_empty())
+                .unwrap_or_else(|| "<token>".into()),
             password: Redacted::new(tok.to_string()),
         }));
     }
     Ok(match (user, pass) {
-        (Some(u), Some(p)) if !u.is_empty() => Some(Credentials { username: u, password: Redacted::new(p) }),
+        (Some(u), Some(p)) if !u.is_empty() => Some(Credentials {
+            username: u,
+            password: Redacted::new(p),
+        }),
         _ => None,
     })
 }
@@ -156,8 +176,15 @@ struct HelperAnswer {
 
 /// Runs `docker-credential-<helper> get` with `host` on stdin.
 fn run_helper(helper: &str, host: &str) -> Result<Option<Credentials>, DockerConfigError> {
-    let fail = |message: String| DockerConfigError::Helper { helper: helper.into(), host: host.into(), message };
-    if !helper.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.') {
+    let fail = |message: String| DockerConfigError::Helper {
+        helper: helper.into(),
+        host: host.into(),
+        message,
+    };
+    if !helper
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+    {
         return Err(fail("invalid helper name".into()));
     }
     let mut child = Command::new(format!("docker-credential-{helper}"))
@@ -168,15 +195,21 @@ fn run_helper(helper: &str, host: &str) -> Result<Option<Credentials>, DockerCon
         .spawn()
         .map_err(|e| fail(e.to_string()))?;
     if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(host.as_bytes()).map_err(|e| fail(e.to_string()))?;
+        stdin
+            .write_all(host.as_bytes())
+            .map_err(|e| fail(e.to_string()))?;
     }
     let out = child.wait_with_output().map_err(|e| fail(e.to_string()))?;
     if !out.status.success() {
         // Helpers exit non-zero with "credentials not found" for unknown hosts.
         return Ok(None);
     }
-    let a: HelperAnswer = serde_json::from_slice(&out.stdout).map_err(|_| fail("unreadable answer".into()))?;
-    Ok(Some(Credentials { username: a.username, password: Redacted::new(a.secret) }))
+    let a: HelperAnswer =
+        serde_json::from_slice(&out.stdout).map_err(|_| fail("unreadable answer".into()))?;
+    Ok(Some(Credentials {
+        username: a.username,
+        password: Redacted::new(a.secret),
+    }))
 }
 
 /// The docker CLI's config file: `$DOCKER_CONFIG/config.json`, else
@@ -185,7 +218,9 @@ pub fn default_path() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("DOCKER_CONFIG").filter(|d| !d.is_empty()) {
         return Some(PathBuf::from(dir).join("config.json"));
     }
-    std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| PathBuf::from(h).join(".docker").join("config.json"))
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| PathBuf::from(h).join(".docker").join("config.json"))
 }
 
 /// Credentials for `host` from the CLI default config; `None` when the file is absent.
@@ -211,11 +246,20 @@ mod tests {
         );
         let cfg = DockerConfig::parse(json.as_bytes()).unwrap();
         let c = cfg.credentials_for("docker.io").unwrap().unwrap();
-        assert_eq!((c.username.as_str(), c.password.expose().as_str()), ("bob", "p@ss:word"));
+        assert_eq!(
+            (c.username.as_str(), c.password.expose().as_str()),
+            ("bob", "p@ss:word")
+        );
         let c = cfg.credentials_for("reg.example:5000").unwrap().unwrap();
-        assert_eq!((c.username.as_str(), c.password.expose().as_str()), ("amy", "pw"));
+        assert_eq!(
+            (c.username.as_str(), c.password.expose().as_str()),
+            ("amy", "pw")
+        );
         let c = cfg.credentials_for("tok.example").unwrap().unwrap();
-        assert_eq!((c.username.as_str(), c.password.expose().as_str()), ("<token>", "idtok"));
+        assert_eq!(
+            (c.username.as_str(), c.password.expose().as_str()),
+            ("<token>", "idtok")
+        );
         assert!(cfg.credentials_for("other.example").unwrap().is_none());
         assert!(!format!("{cfg:?}").contains(&auth));
     }
@@ -230,8 +274,12 @@ mod tests {
 
     #[test]
     fn a_missing_helper_is_a_clear_error() {
-        let cfg = DockerConfig::parse(br#"{"credHelpers":{"h.example":"ocisource-absent"}}"#).unwrap();
+        let cfg =
+            DockerConfig::parse(br#"{"credHelpers":{"h.example":"ocisource-absent"}}"#).unwrap();
         let e = cfg.credentials_for("h.example").unwrap_err();
-        assert!(e.to_string().contains("docker-credential-ocisource-absent"), "{e}");
+        assert!(
+            e.to_string().contains("docker-credential-ocisource-absent"),
+            "{e}"
+        );
     }
 }

@@ -17,6 +17,7 @@ pub mod auth;
 pub mod blob;
 pub mod client;
 pub mod docker_config;
+pub mod manifest;
 pub mod push;
 pub mod retry;
 pub mod tags;
@@ -33,7 +34,9 @@ pub use retry::RetryPolicy;
 
 use crate::domain::digest::Digest;
 use crate::domain::manifest::Descriptor;
-use crate::ports::{BlobStream, FetchedManifest, Registry, RegistryConnector, RegistryError, RegistryOptions};
+use crate::ports::{
+    BlobStream, FetchedManifest, Registry, RegistryConnector, RegistryError, RegistryOptions,
+};
 
 /// Opens [`RegistryClient`] sessions; all sessions share one request counter.
 #[derive(Clone, Debug, Default)]

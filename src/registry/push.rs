@@ -15,7 +15,10 @@ use crate::domain::digest::{Digest, Hasher};
 use crate::ports::{RegistryError, RegistryErrorKind};
 
 fn io_err(what: &str, path: &Path, e: &std::io::Error) -> RegistryError {
-    err(RegistryErrorKind::Config, format!("failed to {what} {}: {e}", path.display()))
+    err(
+        RegistryErrorKind::Config,
+        format!("failed to {what} {}: {e}", path.display()),
+    )
 }
 
 /// sha256 and size of a file, read in a blocking thread.
@@ -36,7 +39,12 @@ async fn file_digest(path: &Path) -> Result<(Digest, u64), RegistryError> {
         Ok((h.finish(), len))
     })
     .await
-    .map_err(|e| err(RegistryErrorKind::Config, format!("failed to hash {}: {e}", path.display())))?
+    .map_err(|e| {
+        err(
+            RegistryErrorKind::Config,
+            format!("failed to hash {}: {e}", path.display()),
+        )
+    })?
 }
 
 /// A request body streaming `path` in 256 KiB chunks.
@@ -62,7 +70,10 @@ impl RegistryClient {
     pub async fn blob_exists(&self, digest: &Digest) -> Result<bool, RegistryError> {
         let url = self.url(&format!("blobs/{digest}"));
         let build = |c: &reqwest::Client| Ok(c.head(&url));
-        match self.send("check blob", &url, Access::Push, true, &build).await {
+        match self
+            .send("check blob", &url, Access::Push, true, &build)
+            .await
+        {
             Ok(resp) if resp.status().is_success() => Ok(true),
             Ok(resp) => Err(unexpected("check blob", &url, resp.status())),
             Err(e) if e.kind == RegistryErrorKind::NotFound => Ok(false),
@@ -103,7 +114,9 @@ impl RegistryClient {
     ) -> Result<(), RegistryError> {
         let start = self.url("blobs/uploads/");
         let build = |c: &reqwest::Client| Ok(c.post(&start).header(CONTENT_LENGTH, 0));
-        let resp = self.send("start blob upload", &start, Access::Push, true, &build).await?;
+        let resp = self
+            .send("start blob upload", &start, Access::Push, true, &build)
+            .await?;
         if resp.status() != 202 {
             return Err(unexpected("start blob upload", &start, resp.status()));
         }
@@ -111,19 +124,37 @@ impl RegistryClient {
             .headers()
             .get(LOCATION)
             .and_then(|v| v.to_str().ok())
-            .ok_or_else(|| err(RegistryErrorKind::Protocol, format!("failed to start blob upload {start}: no Location header")))?;
+            .ok_or_else(|| {
+                err(
+                    RegistryErrorKind::Protocol,
+                    format!("failed to start blob upload {start}: no Location header"),
+                )
+            })?;
         let mut put = reqwest::Url::parse(&start)
             .and_then(|u| u.join(location))
-            .map_err(|_| err(RegistryErrorKind::Protocol, format!("failed to start blob upload {start}: invalid Location")))?;
-        put.query_pairs_mut().append_pair("digest", &digest.to_string());
-        let put_s = put.as_str().split('?').next().unwrap_or_default().to_string();
+            .map_err(|_| {
+                err(
+                    RegistryErrorKind::Protocol,
+                    format!("failed to start blob upload {start}: invalid Location"),
+                )
+            })?;
+        put.query_pairs_mut()
+            .append_pair("digest", &digest.to_string());
+        let put_s = put
+            .as_str()
+            .split('?')
+            .next()
+            .unwrap_or_default()
+            .to_string();
         let build = |c: &reqwest::Client| {
             Ok(c.put(put.clone())
                 .header(CONTENT_TYPE, "application/octet-stream")
                 .header(CONTENT_LENGTH, len)
                 .body(body()?))
         };
-        let resp = self.send("upload blob", &put_s, Access::Push, false, &build).await?;
+        let resp = self
+            .send("upload blob", &put_s, Access::Push, false, &build)
+            .await?;
         if resp.status() != 201 {
             return Err(unexpected("upload blob", &put_s, resp.status()));
         }
@@ -131,20 +162,43 @@ impl RegistryClient {
     }
 
     /// `PUT` a manifest under `reference` (a tag, or its digest); returns its digest.
-    pub async fn put_manifest(&self, reference: &str, media_type: &str, body: Bytes) -> Result<Digest, RegistryError> {
+    pub async fn put_manifest(
+        &self,
+        reference: &str,
+        media_type: &str,
+        body: Bytes,
+    ) -> Result<Digest, RegistryError> {
         if !valid_reference(reference) {
-            return Err(err(RegistryErrorKind::Config, format!("invalid tag '{reference}'")));
+            return Err(err(
+                RegistryErrorKind::Config,
+                format!("invalid tag '{reference}'"),
+            ));
         }
         let digest = Digest::of(&body);
         let url = self.url(&format!("manifests/{reference}"));
-        let build = |c: &reqwest::Client| Ok(c.put(&url).header(CONTENT_TYPE, media_type).body(body.clone()));
-        let resp = self.send("push manifest", &url, Access::Push, true, &build).await?;
+        let build = |c: &reqwest::Client| {
+            Ok(c.put(&url)
+                .header(CONTENT_TYPE, media_type)
+                .body(body.clone()))
+        };
+        let resp = self
+            .send("push manifest", &url, Access::Push, true, &build)
+            .await?;
         if resp.status() != 201 {
             return Err(unexpected("push manifest", &url, resp.status()));
         }
-        let told = resp.headers().get("docker-content-digest").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<Digest>().ok());
+        let told = resp
+            .headers()
+            .get("docker-content-digest")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<Digest>().ok());
         if let Some(t) = told.filter(|t| *t != digest) {
-            return Err(err(RegistryErrorKind::Integrity, format!("failed to push manifest {url}: the registry stored {t}, expected {digest}")));
+            return Err(err(
+                RegistryErrorKind::Integrity,
+                format!(
+                    "failed to push manifest {url}: the registry stored {t}, expected {digest}"
+                ),
+            ));
         }
         Ok(digest)
     }

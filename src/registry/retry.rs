@@ -31,7 +31,10 @@ impl Default for RetryPolicy {
 impl RetryPolicy {
     /// A policy with `base` as the first backoff delay (tests use a few milliseconds).
     pub fn with_base(base: Duration) -> Self {
-        Self { base, ..Self::default() }
+        Self {
+            base,
+            ..Self::default()
+        }
     }
 
     /// Backoff before retry number `retry` (1 for the first retry).
@@ -73,7 +76,11 @@ mod tests {
 
     #[test]
     fn backoff_doubles_and_is_capped() {
-        let p = RetryPolicy { base: Duration::from_millis(100), max_delay: Duration::from_millis(350), ..RetryPolicy::default() };
+        let p = RetryPolicy {
+            base: Duration::from_millis(100),
+            max_delay: Duration::from_millis(350),
+            ..RetryPolicy::default()
+        };
         assert_eq!(p.backoff(1), Duration::from_millis(100));
         assert_eq!(p.backoff(2), Duration::from_millis(200));
         assert_eq!(p.backoff(3), Duration::from_millis(350));
@@ -82,12 +89,23 @@ mod tests {
 
     #[test]
     fn retry_after_accepts_seconds_and_http_dates_and_is_capped() {
-        let now = chrono::DateTime::parse_from_rfc2822("Sun, 06 Nov 1994 08:49:37 GMT").unwrap().to_utc();
+        let now = chrono::DateTime::parse_from_rfc2822("Sun, 06 Nov 1994 08:49:37 GMT")
+            .unwrap()
+            .to_utc();
         assert_eq!(parse_retry_after("7", now), Some(Duration::from_secs(7)));
-        assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:49:49 GMT", now), Some(Duration::from_secs(12)));
-        assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:49:00 GMT", now), Some(Duration::ZERO));
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:49:49 GMT", now),
+            Some(Duration::from_secs(12))
+        );
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:49:00 GMT", now),
+            Some(Duration::ZERO)
+        );
         assert_eq!(parse_retry_after("soon", now), None);
-        let p = RetryPolicy { max_retry_after: Duration::from_secs(3), ..RetryPolicy::default() };
+        let p = RetryPolicy {
+            max_retry_after: Duration::from_secs(3),
+            ..RetryPolicy::default()
+        };
         assert_eq!(p.delay(1, Some("3600")), Duration::from_secs(3));
         assert_eq!(p.delay(1, None), p.backoff(1));
     }

@@ -43,10 +43,17 @@ impl RegistryClient {
             if !resp.status().is_success() {
                 return Err(unexpected(what, &url, resp.status()));
             }
-            let link = resp.headers().get(LINK).and_then(|v| v.to_str().ok()).and_then(next_link);
+            let link = resp
+                .headers()
+                .get(LINK)
+                .and_then(|v| v.to_str().ok())
+                .and_then(next_link);
             let body = read_capped(resp, MAX_PAGE_BYTES, what, &url).await?;
             let page: TagList = serde_json::from_slice(&body).map_err(|e| {
-                err(RegistryErrorKind::Protocol, format!("failed to {what} {url}: invalid tag list: {e}"))
+                err(
+                    RegistryErrorKind::Protocol,
+                    format!("failed to {what} {url}: invalid tag list: {e}"),
+                )
             })?;
             let page = page.tags.unwrap_or_default();
             let empty = page.is_empty();
@@ -54,16 +61,27 @@ impl RegistryClient {
             if tags.len() > self.settings.max_tags {
                 return Err(err(
                     RegistryErrorKind::Integrity,
-                    format!("failed to {what} {url}: more than {} tags", self.settings.max_tags),
+                    format!(
+                        "failed to {what} {url}: more than {} tags",
+                        self.settings.max_tags
+                    ),
                 ));
             }
             if let Some(target) = link {
                 if empty {
-                    return Err(err(RegistryErrorKind::Protocol, format!("failed to {what} {url}: an empty page links to another")));
+                    return Err(err(
+                        RegistryErrorKind::Protocol,
+                        format!("failed to {what} {url}: an empty page links to another"),
+                    ));
                 }
                 let resolved = reqwest::Url::parse(&url)
                     .and_then(|base| base.join(&target))
-                    .map_err(|_| err(RegistryErrorKind::Protocol, format!("failed to {what} {url}: invalid Link '{target}'")))?;
+                    .map_err(|_| {
+                        err(
+                            RegistryErrorKind::Protocol,
+                            format!("failed to {what} {url}: invalid Link '{target}'"),
+                        )
+                    })?;
                 next = Some(resolved.to_string());
             }
         }
@@ -81,7 +99,10 @@ mod tests {
             next_link(r#"</v2/a/tags/list?last=x&n=1000>; rel="next""#).as_deref(),
             Some("/v2/a/tags/list?last=x&n=1000")
         );
-        assert_eq!(next_link(r#"<https://h/p?a=1>; rel="prev", <https://h/q>; rel="next""#).as_deref(), Some("https://h/q"));
+        assert_eq!(
+            next_link(r#"<https://h/p?a=1>; rel="prev", <https://h/q>; rel="next""#).as_deref(),
+            Some("https://h/q")
+        );
         assert_eq!(next_link(r#"</v2/a/tags/list>; rel="prev""#), None);
     }
 }

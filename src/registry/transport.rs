@@ -34,7 +34,9 @@ pub fn build_http(options: &RegistryOptions) -> Result<reqwest::Client, Registry
         let certs = reqwest::Certificate::from_pem_bundle(ca)
             .map_err(|e| config_err(format!("failed to parse the CA certificate (PEM): {e}")))?;
         if certs.is_empty() {
-            return Err(config_err("failed to parse the CA certificate: no PEM certificate found"));
+            return Err(config_err(
+                "failed to parse the CA certificate: no PEM certificate found",
+            ));
         }
         b = b.tls_certs_merge(certs);
     }
@@ -43,7 +45,10 @@ pub fn build_http(options: &RegistryOptions) -> Result<reqwest::Client, Registry
         pem.push(b'\n');
         pem.extend_from_slice(id.key_pem.expose());
         let identity = reqwest::Identity::from_pem(&pem).map_err(|e| {
-            config_err(format!("failed to load the client certificate and key (PEM): {}", chain(&e)))
+            config_err(format!(
+                "failed to load the client certificate and key (PEM): {}",
+                chain(&e)
+            ))
         })?;
         b = b.identity(identity);
     }
@@ -57,7 +62,8 @@ pub fn build_http(options: &RegistryOptions) -> Result<reqwest::Client, Registry
         }
         b = b.proxy(proxy);
     }
-    b.build().map_err(|e| config_err(format!("failed to build the HTTP client: {}", chain(&e))))
+    b.build()
+        .map_err(|e| config_err(format!("failed to build the HTTP client: {}", chain(&e))))
 }
 
 /// An error and its sources joined with ": ", without repeats.

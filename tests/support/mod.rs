@@ -12,6 +12,7 @@
     clippy::panic
 )]
 
+pub mod pki;
 pub mod registry;
 
 use std::io::Write;
