@@ -100,7 +100,10 @@ pub struct RegistryError {
 impl RegistryError {
     /// Builds an error.
     pub fn new(kind: RegistryErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into() }
+        Self {
+            kind,
+            message: message.into(),
+        }
     }
 }
 
