@@ -23,7 +23,7 @@ use crate::verify::CosignVerifier;
 
 use super::AppError;
 
-async fn serve(addr: &str, router: axum::Router, what: &str) -> Result<(), AppError> {
+async fn serve(addr: &str, router: axum::Router, what: &'static str) -> Result<(), AppError> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| AppError::Input(format!("failed to listen on {addr} ({what}): {e}")))?;

@@ -23,11 +23,11 @@ use super::source::Source;
 pub fn layer_selector(obj: &OciRepository) -> LayerSelector {
     let sel = obj.spec.layer_selector.clone().unwrap_or_default();
     LayerSelector {
-        media_type: sel.media_type.filter(|m| !m.is_empty()),
         operation: match sel.effective_operation() {
             ApiOperation::Extract => LayerOperation::Extract,
             ApiOperation::Copy => LayerOperation::Copy,
         },
+        media_type: sel.media_type.filter(|m| !m.is_empty()),
     }
 }
 
