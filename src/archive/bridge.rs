@@ -44,8 +44,15 @@ pub fn channel(capacity: usize) -> (BlobSender, BlobReader) {
     let (tx, rx) = mpsc::channel(capacity.max(1));
     let complete = Arc::new(AtomicBool::new(false));
     (
-        BlobSender { tx, complete: complete.clone() },
-        BlobReader { rx, current: Bytes::new(), complete },
+        BlobSender {
+            tx,
+            complete: complete.clone(),
+        },
+        BlobReader {
+            rx,
+            current: Bytes::new(),
+            complete,
+        },
     )
 }
 

@@ -176,7 +176,11 @@ pub(super) fn conflict(digest: &Digest, path: String, c: Conflict) -> ArchiveErr
     let layer = digest.clone();
     match c {
         Conflict::Duplicate => ArchiveError::Duplicate { layer, path },
-        Conflict::UnderFile(parent) => ArchiveError::UnderFile { layer, path, parent },
+        Conflict::UnderFile(parent) => ArchiveError::UnderFile {
+            layer,
+            path,
+            parent,
+        },
         Conflict::ThroughSymlink(link) => ArchiveError::ThroughSymlink { layer, path, link },
         Conflict::SymlinkUnderEntries => ArchiveError::SymlinkUnderEntries { layer, path },
     }
@@ -195,10 +199,17 @@ pub(super) fn input_error(
         return ArchiveError::TooLarge { layer, limit };
     }
     if let Some((kind, msg)) = decoded.raw_failure.borrow().as_ref() {
-        return ArchiveError::Read { layer, source: io::Error::new(*kind, msg.clone()) };
+        return ArchiveError::Read {
+            layer,
+            source: io::Error::new(*kind, msg.clone()),
+        };
     }
     if decoded.inner_failed && decoded.format == Format::Gzip {
         return ArchiveError::MalformedGzip { layer, cause: e };
     }
-    ArchiveError::MalformedTar { layer, after: last.to_string(), cause: e }
+    ArchiveError::MalformedTar {
+        layer,
+        after: last.to_string(),
+        cause: e,
+    }
 }

@@ -119,10 +119,14 @@ impl PipelineError {
             _ => PipelineErrorKind::Pull,
         };
         match self {
-            Self::Resolve { source, .. } | Self::FetchManifest { source, .. } => from_registry(source),
+            Self::Resolve { source, .. } | Self::FetchManifest { source, .. } => {
+                from_registry(source)
+            }
             Self::Blob { source, .. } => from_registry(source),
             Self::NoMatchingTag { .. } => PipelineErrorKind::Pull,
-            Self::Manifest { .. } | Self::Layers { .. } | Self::Archive { .. } => PipelineErrorKind::LayerOperation,
+            Self::Manifest { .. } | Self::Layers { .. } | Self::Archive { .. } => {
+                PipelineErrorKind::LayerOperation
+            }
             Self::Storage(_) | Self::Worker(_) => PipelineErrorKind::Storage,
             Self::Ignore(_) => PipelineErrorKind::Spec,
         }

@@ -40,9 +40,14 @@ pub async fn fetch_manifest(
     let mut current = digest.clone();
     // An index may point at an image manifest; never follow more than one level.
     for _ in 0..2 {
-        let fetched = registry.manifest(&current.to_string()).await.map_err(|source| {
-            PipelineError::FetchManifest { url: url.to_string(), digest: current.to_string(), source }
-        })?;
+        let fetched = registry
+            .manifest(&current.to_string())
+            .await
+            .map_err(|source| PipelineError::FetchManifest {
+                url: url.to_string(),
+                digest: current.to_string(),
+                source,
+            })?;
         let bad = |source: ManifestError| PipelineError::Manifest {
             url: url.to_string(),
             digest: current.to_string(),
@@ -85,10 +90,13 @@ pub async fn store_layers(
     registry: Arc<dyn Registry>,
     req: StoreRequest<'_>,
 ) -> Result<StoredFile, PipelineError> {
-    let selection = req.selector.select(req.manifest).map_err(|source| PipelineError::Layers {
-        digest: req.manifest_digest.to_string(),
-        source,
-    })?;
+    let selection = req
+        .selector
+        .select(req.manifest)
+        .map_err(|source| PipelineError::Layers {
+            digest: req.manifest_digest.to_string(),
+            source,
+        })?;
     match selection {
         Selection::Copy(layer) => copy_layer(registry.as_ref(), &req, &layer).await,
         Selection::Extract(layers) => {
@@ -110,7 +118,9 @@ pub async fn store_layers(
                     }
                 }
             }
-            Err(PipelineError::Worker("the second merge pass asked for a third".into()))
+            Err(PipelineError::Worker(
+                "the second merge pass asked for a third".into(),
+            ))
         }
     }
 }
@@ -120,12 +130,19 @@ enum PassOutcome {
     Again(Vec<(String, String)>),
 }
 
-async fn open_blob(registry: &dyn Registry, req: &StoreRequest<'_>, layer: &Descriptor) -> Result<BlobStream, PipelineError> {
-    registry.blob(layer).await.map_err(|source| PipelineError::Blob {
-        url: req.url.to_string(),
-        layer: layer.digest.to_string(),
-        source,
-    })
+async fn open_blob(
+    registry: &dyn Registry,
+    req: &StoreRequest<'_>,
+    layer: &Descriptor,
+) -> Result<BlobStream, PipelineError> {
+    registry
+        .blob(layer)
+        .await
+        .map_err(|source| PipelineError::Blob {
+            url: req.url.to_string(),
+            layer: layer.digest.to_string(),
+            source,
+        })
 }
 
 /// Wraps a blob stream so the first registry error it ends with is kept: the merge then
@@ -154,8 +171,12 @@ async fn merge_pass(
     ignore: IgnoreRules,
 ) -> Result<PassOutcome, PipelineError> {
     let pending = req.storage.create(req.path)?;
-    let opts = MergeOptions { ignore, limits: req.limits.clone() };
-    let (layer_tx, mut layer_rx) = tokio::sync::mpsc::channel::<(Descriptor, bridge::BlobReader)>(1);
+    let opts = MergeOptions {
+        ignore,
+        limits: req.limits.clone(),
+    };
+    let (layer_tx, mut layer_rx) =
+        tokio::sync::mpsc::channel::<(Descriptor, bridge::BlobReader)>(1);
     let digest = req.manifest_digest.to_string();
     let worker = tokio::task::spawn_blocking(move || {
         let mut merger = Merger::new(pending, opts);
@@ -192,7 +213,9 @@ async fn merge_pass(
         }
     }
     drop(layer_tx);
-    let merged = worker.await.map_err(|e| PipelineError::Worker(e.to_string()))?;
+    let merged = worker
+        .await
+        .map_err(|e| PipelineError::Worker(e.to_string()))?;
     // A registry failure explains any archive error it caused (a cut-off stream).
     if let Some(e) = registry_failure {
         return Err(e);
@@ -216,15 +239,20 @@ async fn copy_layer(
     let mut pending = req.storage.create(req.path)?;
     let stream = open_blob(registry, req, layer).await?;
     let (tx, mut rx) = bridge::channel(BRIDGE_CHUNKS);
-    let worker = tokio::task::spawn_blocking(move || {
-        std::io::copy(&mut rx, &mut pending).map(|_| pending)
-    });
+    let worker =
+        tokio::task::spawn_blocking(move || std::io::copy(&mut rx, &mut pending).map(|_| pending));
     let (stream, slot) = watched(stream);
     let _ = tx.pump(stream).await;
     let failure = taken(&slot);
-    let copied = worker.await.map_err(|e| PipelineError::Worker(e.to_string()))?;
+    let copied = worker
+        .await
+        .map_err(|e| PipelineError::Worker(e.to_string()))?;
     if let Some(source) = failure {
-        return Err(PipelineError::Blob { url: req.url.to_string(), layer: layer.digest.to_string(), source });
+        return Err(PipelineError::Blob {
+            url: req.url.to_string(),
+            layer: layer.digest.to_string(),
+            source,
+        });
     }
     let pending = copied.map_err(|e| PipelineError::Worker(e.to_string()))?;
     let stored = tokio::task::spawn_blocking(move || pending.commit())

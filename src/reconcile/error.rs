@@ -113,6 +113,12 @@ impl ReconcileError {
     /// The failure as the status fold wants it.
     pub fn failure(&self, new_revision: Option<String>) -> Failure {
         let (step, reason, disposition) = self.classify();
-        Failure { step, reason: reason.to_string(), message: chain(self), disposition, new_revision }
+        Failure {
+            step,
+            reason: reason.to_string(),
+            message: chain(self),
+            disposition,
+            new_revision,
+        }
     }
 }

@@ -361,7 +361,7 @@ pub(crate) fn unexpected(what: &str, url: &str, status: reqwest::StatusCode) -> 
 fn unauthorized(what: &str, url: &str, detail: &str) -> RegistryError {
     err(
         RegistryErrorKind::Unauthorized,
-        format!("failed to {what} {url}: {detail}; check the credentials (secretRef)"),
+        format!("failed to {what} {url}: {detail}; check the credentials (spec.secretRef or spec.serviceAccountName; --creds or the docker config for the CLI)"),
     )
 }
 
