@@ -143,7 +143,12 @@ pub struct RegistryArgs {
     #[arg(long, value_name = "FILE", requires = "cert_file")]
     pub key_file: Option<PathBuf>,
     /// Credentials as USER:PASSWORD (prefer the env var, or the docker config file).
-    #[arg(long, env = "OCISOURCE_CREDS", hide_env_values = true, value_name = "USER:PASSWORD")]
+    #[arg(
+        long,
+        env = "OCISOURCE_CREDS",
+        hide_env_values = true,
+        value_name = "USER:PASSWORD"
+    )]
     pub creds: Option<String>,
     /// Timeout of each registry request, e.g. 30s, 2m.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
@@ -157,7 +162,11 @@ pub struct VerifyFlags {
     #[arg(long = "key", value_name = "FILE")]
     pub keys: Vec<PathBuf>,
     /// Keyless: regex the certificate's identity (SAN) must match.
-    #[arg(long, value_name = "REGEX", requires = "certificate_oidc_issuer_regexp")]
+    #[arg(
+        long,
+        value_name = "REGEX",
+        requires = "certificate_oidc_issuer_regexp"
+    )]
     pub certificate_identity_regexp: Option<String>,
     /// Keyless: regex the certificate's OIDC issuer must match.
     #[arg(long, value_name = "REGEX", requires = "certificate_identity_regexp")]

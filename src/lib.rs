@@ -2,15 +2,24 @@
 //! Flux-compatible tar.gz and publishes it as an `OCIRepository` status and a Flux
 //! `ExternalArtifact`.
 //!
-//! The module tree follows `STYLE.md`: `domain` holds pure rules (no I/O crates),
-//! `ports` the traits the pipeline and reconciler need, the adapters (`registry`,
-//! `verify`, `storage`, `server`) implement them, and `app` is the only place that names
-//! concrete adapters.
+//! The module tree follows `STYLE.md`: `domain` holds pure rules (no I/O crates); `ports`
+//! the traits the pipeline and reconciler need; the adapters (`registry`, `verify`,
+//! `storage`, `server`, `archive`) implement or serve them; `pipeline` is the artifact
+//! pipeline shared by the CLI and the reconciler; `reconcile` decides, `controller` does
+//! the Kubernetes I/O, `oneshot` runs the same steps from files; `app` is the only place
+//! that names concrete adapters.
 
+pub mod api;
+pub mod app;
 pub mod archive;
+pub mod cli;
+pub mod controller;
 pub mod domain;
+pub mod oneshot;
+pub mod pipeline;
 pub mod ports;
+pub mod reconcile;
+pub mod registry;
+pub mod server;
 pub mod storage;
 pub mod verify;
-pub mod api;
-pub mod server;

@@ -107,13 +107,20 @@ pub struct FileSecrets {
 #[async_trait]
 impl Secrets for FileSecrets {
     async fn secret(&self, namespace: &str, name: &str) -> Result<SecretData, SecretsError> {
-        self.secrets.get(&(namespace.to_string(), name.to_string())).cloned().ok_or_else(|| SecretsError::NotFound {
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-        })
+        self.secrets
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+            .ok_or_else(|| SecretsError::NotFound {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+            })
     }
 
-    async fn image_pull_secrets(&self, namespace: &str, service_account: &str) -> Result<Vec<String>, SecretsError> {
+    async fn image_pull_secrets(
+        &self,
+        namespace: &str,
+        service_account: &str,
+    ) -> Result<Vec<String>, SecretsError> {
         self.service_accounts
             .get(&(namespace.to_string(), service_account.to_string()))
             .cloned()
@@ -137,10 +144,17 @@ pub fn read_inputs(paths: &[PathBuf]) -> Result<Input, OneShotError> {
     let mut objects = Vec::new();
     let mut secrets = FileSecrets::default();
     for path in paths {
-        let text = std::fs::read_to_string(path).map_err(|source| OneShotError::Read { path: path.clone(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| OneShotError::Read {
+            path: path.clone(),
+            source,
+        })?;
         for (i, doc) in serde_yaml::Deserializer::from_str(&text).enumerate() {
             let index = i + 1;
-            let perr = |e: &dyn std::fmt::Display| OneShotError::Parse { path: path.clone(), index, message: e.to_string() };
+            let perr = |e: &dyn std::fmt::Display| OneShotError::Parse {
+                path: path.clone(),
+                index,
+                message: e.to_string(),
+            };
             let value = serde_yaml::Value::deserialize(doc).map_err(|e| perr(&e))?;
             if value.is_null() {
                 continue;
@@ -148,7 +162,8 @@ pub fn read_inputs(paths: &[PathBuf]) -> Result<Input, OneShotError> {
             let tm: TypeMeta = serde_yaml::from_value(value.clone()).map_err(|e| perr(&e))?;
             match (tm.api_version.as_str(), tm.kind.as_str()) {
                 ("ocisource.dev/v1beta1", "OCIRepository") => {
-                    let mut obj: OciRepository = serde_yaml::from_value(value).map_err(|e| perr(&e))?;
+                    let mut obj: OciRepository =
+                        serde_yaml::from_value(value).map_err(|e| perr(&e))?;
                     if obj.metadata.namespace.is_none() {
                         obj.metadata.namespace = Some("default".into());
                     }
@@ -171,11 +186,13 @@ pub fn read_inputs(paths: &[PathBuf]) -> Result<Input, OneShotError> {
                     secrets.secrets.insert((ns, s.metadata.name), data);
                 }
                 ("v1", "ServiceAccount") => {
-                    let sa: ServiceAccountDoc = serde_yaml::from_value(value).map_err(|e| perr(&e))?;
+                    let sa: ServiceAccountDoc =
+                        serde_yaml::from_value(value).map_err(|e| perr(&e))?;
                     let ns = sa.metadata.namespace.unwrap_or_else(|| "default".into());
-                    secrets
-                        .service_accounts
-                        .insert((ns, sa.metadata.name), sa.image_pull_secrets.into_iter().map(|r| r.name).collect());
+                    secrets.service_accounts.insert(
+                        (ns, sa.metadata.name),
+                        sa.image_pull_secrets.into_iter().map(|r| r.name).collect(),
+                    );
                 }
                 (api_version, kind) => {
                     return Err(OneShotError::Kind {
@@ -183,7 +200,9 @@ pub fn read_inputs(paths: &[PathBuf]) -> Result<Input, OneShotError> {
                         index,
                         kind: kind.to_string(),
                         api_version: api_version.to_string(),
-                        hint: if api_version.starts_with("source.toolkit.fluxcd.io/") && kind == "OCIRepository" {
+                        hint: if api_version.starts_with("source.toolkit.fluxcd.io/")
+                            && kind == "OCIRepository"
+                        {
                             "; to migrate a Flux OCIRepository, change its apiVersion to ocisource.dev/v1beta1"
                         } else {
                             ""
@@ -211,15 +230,19 @@ pub fn load_state(storage_root: &Path, obj: &mut OciRepository) {
     if obj.status.is_some() {
         return;
     }
-    let saved: Option<OciRepositoryStatus> =
-        std::fs::read(state_path(storage_root, obj)).ok().and_then(|b| serde_json::from_slice(&b).ok());
+    let saved: Option<OciRepositoryStatus> = std::fs::read(state_path(storage_root, obj))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
     obj.status = saved;
 }
 
 /// Saves the status for the next run (write to a temp file, then rename).
 pub fn save_state(storage_root: &Path, obj: &OciRepository) -> std::io::Result<()> {
     let path = state_path(storage_root, obj);
-    let dir = path.parent().map(Path::to_path_buf).unwrap_or_else(|| storage_root.to_path_buf());
+    let dir = path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| storage_root.to_path_buf());
     std::fs::create_dir_all(&dir)?;
     let tmp = tempfile::NamedTempFile::new_in(&dir)?;
     serde_json::to_writer(tmp.as_file(), &obj.status).map_err(std::io::Error::other)?;

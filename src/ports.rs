@@ -100,7 +100,10 @@ pub struct RegistryError {
 impl RegistryError {
     /// Builds an error.
     pub fn new(kind: RegistryErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into() }
+        Self {
+            kind,
+            message: message.into(),
+        }
     }
 }
 
@@ -167,4 +170,17 @@ pub trait Secrets: Send + Sync {
         namespace: &str,
         service_account: &str,
     ) -> Result<Vec<String>, SecretsError>;
+}
+
+/// Verifies the signature of a digest in a registry against a policy.
+#[async_trait]
+pub trait SignatureVerifier: Send + Sync {
+    /// Finds the signatures of `digest` and accepts the first that satisfies `policy`.
+    async fn verify(
+        &self,
+        registry: &dyn Registry,
+        image: &str,
+        digest: &Digest,
+        policy: &crate::domain::verification::VerifyPolicy,
+    ) -> Result<crate::verify::Verified, crate::verify::VerifyError>;
 }

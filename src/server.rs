@@ -35,7 +35,11 @@ struct AppState {
 /// The server's routes. `storage_root` is the artifact storage directory; `ready` turns
 /// `/readyz` to 200; `metrics` is rendered at `/metrics`.
 pub fn router(storage_root: PathBuf, ready: Arc<AtomicBool>, metrics: Arc<Metrics>) -> Router {
-    let state = AppState { root: Arc::new(storage_root), ready, metrics };
+    let state = AppState {
+        root: Arc::new(storage_root),
+        ready,
+        metrics,
+    };
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
@@ -54,14 +58,24 @@ async fn readyz(State(state): State<AppState>) -> Response {
 
 async fn render_metrics(State(state): State<AppState>) -> Response {
     let content_type = HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8");
-    ([(header::CONTENT_TYPE, content_type)], state.metrics.render()).into_response()
+    (
+        [(header::CONTENT_TYPE, content_type)],
+        state.metrics.render(),
+    )
+        .into_response()
 }
 
 async fn artifact(State(state): State<AppState>, request: Request) -> Response {
     let head = match *request.method() {
         Method::GET => false,
         Method::HEAD => true,
-        _ => return (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "GET, HEAD")]).into_response(),
+        _ => {
+            return (
+                StatusCode::METHOD_NOT_ALLOWED,
+                [(header::ALLOW, "GET, HEAD")],
+            )
+                .into_response()
+        }
     };
     let Some(path) = resolve(&state.root, request.uri().path()).await else {
         return not_found();
@@ -76,7 +90,10 @@ async fn artifact(State(state): State<AppState>, request: Request) -> Response {
         return not_found();
     }
     let headers = [
-        (header::CONTENT_TYPE, HeaderValue::from_static(content_type(&path))),
+        (
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(content_type(&path)),
+        ),
         (header::CONTENT_LENGTH, HeaderValue::from(meta.len())),
         (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
     ];
@@ -91,7 +108,9 @@ fn not_found() -> Response {
 }
 
 /// A file as a stream of chunks of at most [`CHUNK`] bytes.
-fn chunks(file: tokio::fs::File) -> impl futures::Stream<Item = std::io::Result<bytes::Bytes>> + Send {
+fn chunks(
+    file: tokio::fs::File,
+) -> impl futures::Stream<Item = std::io::Result<bytes::Bytes>> + Send {
     futures::stream::try_unfold(file, |mut file| async move {
         let mut buf = BytesMut::with_capacity(CHUNK);
         let n = file.read_buf(&mut buf).await?;
@@ -131,7 +150,10 @@ fn safe_relative(uri_path: &str) -> Option<PathBuf> {
 }
 
 fn content_type(path: &Path) -> &'static str {
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
     if name.ends_with(".tar.gz") || name.ends_with(".tgz") {
         "application/gzip"
     } else {
@@ -146,7 +168,10 @@ mod tests {
     use rstest::rstest;
 
     #[rstest]
-    #[case("/ocirepository/ns/app/abc.tar.gz", Some("ocirepository/ns/app/abc.tar.gz"))]
+    #[case(
+        "/ocirepository/ns/app/abc.tar.gz",
+        Some("ocirepository/ns/app/abc.tar.gz")
+    )]
     #[case("/a", Some("a"))]
     #[case("/", None)]
     #[case("/a/../b", None)]

@@ -105,7 +105,10 @@ impl PendingArtifact {
 
     /// Syncs and renames the temp file into place, replacing any file of the same name.
     pub fn commit(self) -> Result<StoredFile, StorageError> {
-        let werr = |source| StorageError::Write { path: self.target.clone(), source };
+        let werr = |source| StorageError::Write {
+            path: self.target.clone(),
+            source,
+        };
         let tmp = self.file.into_inner().map_err(|e| werr(e.into_error()))?;
         tmp.as_file().sync_all().map_err(werr)?;
         tmp.persist(&self.target).map_err(|e| werr(e.error))?;
@@ -114,7 +117,11 @@ impl PendingArtifact {
             let _ = File::open(dir).and_then(|d| d.sync_all());
         }
         let size = self.hasher.len();
-        Ok(StoredFile { path: self.rel, digest: self.hasher.finish(), size })
+        Ok(StoredFile {
+            path: self.rel,
+            digest: self.hasher.finish(),
+            size,
+        })
     }
 }
 
@@ -152,10 +159,19 @@ impl Storage {
     /// Starts writing `rel`: a hidden temp file in the same directory.
     pub fn create(&self, rel: &str) -> Result<PendingArtifact, StorageError> {
         let target = self.resolve(rel)?;
-        let dir = target.parent().map(Path::to_path_buf).unwrap_or_else(|| self.root.clone());
-        let cerr = |source| StorageError::Create { dir: dir.clone(), source };
+        let dir = target
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| self.root.clone());
+        let cerr = |source| StorageError::Create {
+            dir: dir.clone(),
+            source,
+        };
         fs::create_dir_all(&dir).map_err(cerr)?;
-        let tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(&dir).map_err(cerr)?;
+        let tmp = tempfile::Builder::new()
+            .prefix(".tmp-")
+            .tempfile_in(&dir)
+            .map_err(cerr)?;
         Ok(PendingArtifact {
             rel: rel.to_string(),
             target,
@@ -175,7 +191,10 @@ impl Storage {
         let mut hasher = Hasher::default();
         let mut buf = vec![0u8; 256 << 10];
         loop {
-            let n = file.read(&mut buf).map_err(|source| StorageError::Read { path: path.clone(), source })?;
+            let n = file.read(&mut buf).map_err(|source| StorageError::Read {
+                path: path.clone(),
+                source,
+            })?;
             if n == 0 {
                 break;
             }
@@ -270,9 +289,15 @@ impl Storage {
 
 fn read_dir_names(dir: &Path) -> Result<Vec<String>, StorageError> {
     match fs::read_dir(dir) {
-        Ok(entries) => Ok(entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect()),
+        Ok(entries) => Ok(entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(source) => Err(StorageError::Read { path: dir.to_path_buf(), source }),
+        Err(source) => Err(StorageError::Read {
+            path: dir.to_path_buf(),
+            source,
+        }),
     }
 }
 
@@ -313,7 +338,10 @@ mod tests {
         p2.write_all(b"partial v2").unwrap();
         drop(p2);
         assert_eq!(fs::read(s.resolve(&rel).unwrap()).unwrap(), b"v1");
-        let names: Vec<_> = fs::read_dir(s.resolve("ocirepository/ns/app").unwrap()).unwrap().flatten().collect();
+        let names: Vec<_> = fs::read_dir(s.resolve("ocirepository/ns/app").unwrap())
+            .unwrap()
+            .flatten()
+            .collect();
         assert_eq!(names.len(), 1, "temp file left behind");
     }
 
@@ -321,7 +349,10 @@ mod tests {
     fn rejects_paths_leaving_the_root() {
         let (_d, s) = store();
         for bad in ["../x", "/etc/passwd", "a/../../b", ""] {
-            assert!(matches!(s.resolve(bad), Err(StorageError::BadPath(_))), "{bad}");
+            assert!(
+                matches!(s.resolve(bad), Err(StorageError::BadPath(_))),
+                "{bad}"
+            );
         }
     }
 
@@ -337,10 +368,26 @@ mod tests {
         }
         let later = SystemTime::now() + Duration::from_secs(3600);
         // records = 2: d (newest) and c stay by count, a is current; b goes.
-        let removed = s.garbage_collect(&dir, &format!("{dir}/a.tar.gz"), 2, Duration::from_secs(60), later).unwrap();
+        let removed = s
+            .garbage_collect(
+                &dir,
+                &format!("{dir}/a.tar.gz"),
+                2,
+                Duration::from_secs(60),
+                later,
+            )
+            .unwrap();
         assert_eq!(removed, vec![format!("{dir}/b.tar.gz")]);
         // Nothing is old yet: nothing goes, whatever the count.
-        let removed = s.garbage_collect(&dir, &format!("{dir}/d.tar.gz"), 1, Duration::from_secs(60), SystemTime::now()).unwrap();
+        let removed = s
+            .garbage_collect(
+                &dir,
+                &format!("{dir}/d.tar.gz"),
+                1,
+                Duration::from_secs(60),
+                SystemTime::now(),
+            )
+            .unwrap();
         assert!(removed.is_empty());
     }
 

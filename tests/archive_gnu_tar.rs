@@ -61,7 +61,11 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
 
 fn run(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap();
-    assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -84,10 +88,16 @@ fn apply(root: &Path, blob_path: &Path) {
             }
         }
     }
-    run(Command::new("tar").arg("-xpf").arg(blob_path).arg("-C").arg(root));
+    run(Command::new("tar")
+        .arg("-xpf")
+        .arg(blob_path)
+        .arg("-C")
+        .arg(root));
     for name in names.lines() {
         let path = Path::new(name);
-        let Some(base) = path.file_name().and_then(|b| b.to_str()) else { continue };
+        let Some(base) = path.file_name().and_then(|b| b.to_str()) else {
+            continue;
+        };
         if let Some(hidden) = base.strip_prefix(".wh.") {
             if hidden != ".wh..opq" {
                 let target = root.join(path.with_file_name(hidden));
@@ -201,7 +211,11 @@ fn merged_archive_matches_layers_applied_in_order_by_gnu_tar() {
     };
     let out_path = work.path().join("merged.tar.gz");
     fs::write(&out_path, &out).unwrap();
-    run(Command::new("tar").arg("-xpzf").arg(&out_path).arg("-C").arg(&ours));
+    run(Command::new("tar")
+        .arg("-xpzf")
+        .arg(&out_path)
+        .arg("-C")
+        .arg(&ours));
 
     // Minus the default exclusions (.git/, *.png), which must be present in the reference.
     let mut want = normalised(tree(&reference));
@@ -212,13 +226,20 @@ fn merged_archive_matches_layers_applied_in_order_by_gnu_tar() {
     assert_eq!(got["app/config.yaml"].1, b"v4");
     assert!(!got.contains_key("app/old.yaml") && !got.contains_key("app/legacy"));
     assert!(!got.contains_key("opaque/lower.yaml") && !got.contains_key("opaque/mid.yaml"));
-    assert_eq!(stats.files as usize, got.values().filter(|v| v.0 == 'f').count());
+    assert_eq!(
+        stats.files as usize,
+        got.values().filter(|v| v.0 == 'f').count()
+    );
 
     // GNU tar sees owner 0/0 and the epoch on every entry, and each path once.
-    let verbose =
-        run(Command::new("tar").args(["--numeric-owner", "--full-time", "-tvzf"]).arg(&out_path));
+    let verbose = run(Command::new("tar")
+        .args(["--numeric-owner", "--full-time", "-tvzf"])
+        .arg(&out_path));
     for line in verbose.lines() {
-        assert!(line.contains(" 0/0 ") && line.contains("1970-01-01 00:00:00"), "{line}");
+        assert!(
+            line.contains(" 0/0 ") && line.contains("1970-01-01 00:00:00"),
+            "{line}"
+        );
     }
     assert_eq!(verbose.lines().count(), got.len());
 

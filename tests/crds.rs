@@ -41,8 +41,12 @@ fn crd_has_the_promised_names_columns_and_subresource() {
     assert_eq!(crd["spec"]["names"]["kind"], "OCIRepository");
     assert_eq!(crd["spec"]["names"]["shortNames"][0], "ocisrc");
     let version = &crd["spec"]["versions"][0];
-    let columns: Vec<&str> =
-        version["additionalPrinterColumns"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    let columns: Vec<&str> = version["additionalPrinterColumns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
     assert_eq!(columns, ["URL", "Ready", "Status", "Age"]);
     assert!(version["subresources"]["status"].is_object());
 }
@@ -51,36 +55,84 @@ fn crd_has_the_promised_names_columns_and_subresource() {
 fn spec_has_every_flux_v1_field_with_flux_defaults_and_validation() {
     let schema = schema();
     let spec = &schema["properties"]["spec"];
-    let props = |v: &Value| v["properties"].as_object().unwrap().keys().cloned().collect::<BTreeSet<_>>();
+    let props = |v: &Value| {
+        v["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect::<BTreeSet<_>>()
+    };
     let flux = [
-        "certSecretRef", "ignore", "insecure", "interval", "layerSelector", "provider", "proxySecretRef", "ref",
-        "secretRef", "serviceAccountName", "suspend", "timeout", "url", "verify",
+        "certSecretRef",
+        "ignore",
+        "insecure",
+        "interval",
+        "layerSelector",
+        "provider",
+        "proxySecretRef",
+        "ref",
+        "secretRef",
+        "serviceAccountName",
+        "suspend",
+        "timeout",
+        "url",
+        "verify",
     ];
     let ours = props(spec);
     for field in flux {
         assert!(ours.contains(field), "spec.{field} missing");
     }
     assert!(ours.contains("platform"));
-    assert_eq!(props(&spec["properties"]["ref"]), ["digest", "semver", "semverFilter", "tag"].map(String::from).into());
+    assert_eq!(
+        props(&spec["properties"]["ref"]),
+        ["digest", "semver", "semverFilter", "tag"]
+            .map(String::from)
+            .into()
+    );
     assert_eq!(
         props(&spec["properties"]["verify"]),
-        ["matchOIDCIdentity", "provider", "secretRef", "trustedRootSecretRef"].map(String::from).into()
+        [
+            "matchOIDCIdentity",
+            "provider",
+            "secretRef",
+            "trustedRootSecretRef"
+        ]
+        .map(String::from)
+        .into()
     );
-    assert_eq!(props(&spec["properties"]["layerSelector"]), ["mediaType", "operation"].map(String::from).into());
+    assert_eq!(
+        props(&spec["properties"]["layerSelector"]),
+        ["mediaType", "operation"].map(String::from).into()
+    );
     let p = &spec["properties"];
     assert_eq!(p["url"]["pattern"], "^oci://.*$");
-    assert_eq!(p["interval"]["pattern"], r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$");
+    assert_eq!(
+        p["interval"]["pattern"],
+        r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
+    );
     assert_eq!(p["timeout"]["pattern"], r"^([0-9]+(\.[0-9]+)?(ms|s|m))+$");
     assert_eq!(p["timeout"]["default"], "60s");
     assert_eq!(p["provider"]["default"], "generic");
-    assert_eq!(p["provider"]["enum"], serde_json::json!(["generic", "aws", "azure", "gcp"]));
+    assert_eq!(
+        p["provider"]["enum"],
+        serde_json::json!(["generic", "aws", "azure", "gcp"])
+    );
     assert_eq!(p["verify"]["properties"]["provider"]["default"], "cosign");
-    assert_eq!(p["layerSelector"]["properties"]["operation"]["enum"], serde_json::json!(["extract", "copy"]));
+    assert_eq!(
+        p["layerSelector"]["properties"]["operation"]["enum"],
+        serde_json::json!(["extract", "copy"])
+    );
     assert_eq!(spec["required"], serde_json::json!(["interval", "url"]));
     let status = props(&schema["properties"]["status"]);
     for field in [
-        "artifact", "conditions", "lastHandledReconcileAt", "observedGeneration", "observedIgnore",
-        "observedLayerSelector", "url",
+        "artifact",
+        "conditions",
+        "lastHandledReconcileAt",
+        "observedGeneration",
+        "observedIgnore",
+        "observedLayerSelector",
+        "url",
     ] {
         assert!(status.contains(field), "status.{field} missing");
     }
@@ -95,7 +147,9 @@ fn schema_errors(schema: &Value, value: &Value, path: &str, errors: &mut Vec<Str
     }
     match schema["type"].as_str() {
         Some("object") => {
-            let Some(object) = value.as_object() else { return errors.push(format!("{path}: not an object")) };
+            let Some(object) = value.as_object() else {
+                return errors.push(format!("{path}: not an object"));
+            };
             for required in schema["required"].as_array().into_iter().flatten() {
                 if !object.contains_key(required.as_str().unwrap()) {
                     errors.push(format!("{path}.{}: required", required.as_str().unwrap()));
@@ -107,17 +161,23 @@ fn schema_errors(schema: &Value, value: &Value, path: &str, errors: &mut Vec<Str
                     schema_errors(s, v, &child, errors);
                 } else if schema["additionalProperties"].is_object() {
                     schema_errors(&schema["additionalProperties"], v, &child, errors);
-                } else if !(path.is_empty() && ["apiVersion", "kind", "metadata"].contains(&key.as_str())) {
+                } else if !(path.is_empty()
+                    && ["apiVersion", "kind", "metadata"].contains(&key.as_str()))
+                {
                     errors.push(format!("{child}: unknown field"));
                 }
             }
         }
         Some("array") => match value.as_array() {
-            Some(items) => items.iter().for_each(|v| schema_errors(&schema["items"], v, &format!("{path}[]"), errors)),
+            Some(items) => items
+                .iter()
+                .for_each(|v| schema_errors(&schema["items"], v, &format!("{path}[]"), errors)),
             None => errors.push(format!("{path}: not an array")),
         },
         Some("string") => {
-            let Some(s) = value.as_str() else { return errors.push(format!("{path}: not a string")) };
+            let Some(s) = value.as_str() else {
+                return errors.push(format!("{path}: not a string"));
+            };
             if let Some(pattern) = schema["pattern"].as_str() {
                 if !regex::Regex::new(pattern).unwrap().is_match(s) {
                     errors.push(format!("{path}: does not match {pattern}"));
@@ -149,16 +209,26 @@ fn yaml_files(dir: &Path) -> Vec<PathBuf> {
 fn every_sample_passes_the_crd_schema_and_validate() {
     let schema = schema();
     let files = yaml_files(&root().join("testdata/samples"));
-    assert!(files.len() >= 6, "expected the tag, semver, digest, verify, keyless and copy samples");
+    assert!(
+        files.len() >= 6,
+        "expected the tag, semver, digest, verify, keyless and copy samples"
+    );
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
         let value: Value = serde_yaml::from_str(&text).unwrap();
         let mut errors = Vec::new();
         schema_errors(&schema, &value, "", &mut errors);
-        assert!(errors.is_empty(), "{}: schema rejects it: {errors:?}", file.display());
+        assert!(
+            errors.is_empty(),
+            "{}: schema rejects it: {errors:?}",
+            file.display()
+        );
         let object: OciRepository =
             serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-        assert_eq!(object.spec.timeout_duration().map(|d| d.as_secs() > 0), Some(true));
+        assert_eq!(
+            object.spec.timeout_duration().map(|d| d.as_secs() > 0),
+            Some(true)
+        );
         if let Err(e) = object.validate() {
             panic!("{}: {e}", file.display());
         }
@@ -182,7 +252,10 @@ fn invalid_samples_fail_validate_naming_each_bad_field() {
         let fields: BTreeSet<&str> = err.fields().into_iter().collect();
         assert_eq!(fields, expected, "{}: {err}", file.display());
         for field in expected {
-            assert!(err.to_string().contains(&format!("{field}: ")), "message names {field}: {err}");
+            assert!(
+                err.to_string().contains(&format!("{field}: ")),
+                "message names {field}: {err}"
+            );
         }
     }
 }
@@ -192,7 +265,12 @@ fn the_schema_itself_rejects_what_kubectl_should_reject_early() {
     let schema = schema();
     let check = |yaml: &str| {
         let mut errors = Vec::new();
-        schema_errors(&schema, &serde_yaml::from_str(yaml).unwrap(), "", &mut errors);
+        schema_errors(
+            &schema,
+            &serde_yaml::from_str(yaml).unwrap(),
+            "",
+            &mut errors,
+        );
         errors
     };
     let base = "apiVersion: ocisource.dev/v1beta1\nkind: OCIRepository\nmetadata: {name: x}\n";
@@ -200,15 +278,33 @@ fn the_schema_itself_rejects_what_kubectl_should_reject_early() {
     let cases = [
         ("spec: {interval: 5m, url: 'https://r/a'}", ".spec.url"),
         ("spec: {interval: 5d, url: 'oci://r/a'}", ".spec.interval"),
-        ("spec: {interval: 5m, url: 'oci://r/a', timeout: 1h}", ".spec.timeout"),
-        ("spec: {interval: 5m, url: 'oci://r/a', provider: oracle}", ".spec.provider"),
-        ("spec: {interval: 5m, url: 'oci://r/a', layerSelector: {operation: move}}", ".spec.layerSelector.operation"),
-        ("spec: {interval: 5m, url: 'oci://r/a', platform: linux}", ".spec.platform"),
-        ("spec: {interval: 5m, url: 'oci://r/a', ref: {semverfilter: x}}", ".spec.ref.semverfilter"),
+        (
+            "spec: {interval: 5m, url: 'oci://r/a', timeout: 1h}",
+            ".spec.timeout",
+        ),
+        (
+            "spec: {interval: 5m, url: 'oci://r/a', provider: oracle}",
+            ".spec.provider",
+        ),
+        (
+            "spec: {interval: 5m, url: 'oci://r/a', layerSelector: {operation: move}}",
+            ".spec.layerSelector.operation",
+        ),
+        (
+            "spec: {interval: 5m, url: 'oci://r/a', platform: linux}",
+            ".spec.platform",
+        ),
+        (
+            "spec: {interval: 5m, url: 'oci://r/a', ref: {semverfilter: x}}",
+            ".spec.ref.semverfilter",
+        ),
         ("spec: {url: 'oci://r/a'}", ".spec.interval"),
     ];
     for (spec, field) in cases {
         let errors = check(&format!("{base}{spec}"));
-        assert!(errors.iter().any(|e| e.starts_with(&format!("{field}:"))), "{spec}: {errors:?}");
+        assert!(
+            errors.iter().any(|e| e.starts_with(&format!("{field}:"))),
+            "{spec}: {errors:?}"
+        );
     }
 }

@@ -25,7 +25,11 @@ struct Run {
 
 fn reconcile(files: &[&Path], storage: &Path, extra: &[&str]) -> Run {
     let mut cmd = Command::new(bin());
-    cmd.arg("reconcile").arg("--storage").arg(storage).arg("--output").arg("json");
+    cmd.arg("reconcile")
+        .arg("--storage")
+        .arg(storage)
+        .arg("--output")
+        .arg("json");
     for f in files {
         cmd.arg("-f").arg(f);
     }
@@ -51,8 +55,12 @@ fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
 }
 
 fn status(run: &Run) -> serde_json::Value {
-    let v: serde_json::Value = serde_json::from_str(&run.stdout)
-        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}\nstderr: {}", run.stdout, run.stderr));
+    let v: serde_json::Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}\nstderr: {}",
+            run.stdout, run.stderr
+        )
+    });
     v[0]["status"].clone()
 }
 
@@ -64,9 +72,20 @@ fn condition<'a>(status: &'a serde_json::Value, type_: &str) -> &'a serde_json::
 }
 
 fn entries(tar_gz_path: &Path) -> Vec<String> {
-    let out = Command::new("tar").arg("-tzf").arg(tar_gz_path).output().unwrap();
-    assert!(out.status.success(), "GNU tar could not list {}", tar_gz_path.display());
-    let mut v: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(|l| l.trim_end_matches('/').to_string()).collect();
+    let out = Command::new("tar")
+        .arg("-tzf")
+        .arg(tar_gz_path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "GNU tar could not list {}",
+        tar_gz_path.display()
+    );
+    let mut v: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim_end_matches('/').to_string())
+        .collect();
     v.sort();
     v
 }
@@ -79,24 +98,48 @@ fn file_of(storage: &Path, status: &serde_json::Value) -> std::path::PathBuf {
 async fn tag_ref_stores_an_artifact_and_a_second_run_costs_one_head() {
     let reg = TestRegistry::start(RegistryOpts::plain());
     let pushed = reg
-        .push_artifact("team/app", "v1", &[(LAYER, tar_gz(&[("app/deploy.yaml", b"replicas: 1\n")]))], &[("org.opencontainers.image.source", "https://example.com/app")])
+        .push_artifact(
+            "team/app",
+            "v1",
+            &[(LAYER, tar_gz(&[("app/deploy.yaml", b"replicas: 1\n")]))],
+            &[("org.opencontainers.image.source", "https://example.com/app")],
+        )
         .await;
     let dir = tempfile::tempdir().unwrap();
     let storage = dir.path().join("storage");
     let url = format!("oci://{}/team/app", reg.host());
-    let f = write(dir.path(), "o.yaml", &object("app", &url, "    tag: v1", "  insecure: true"));
+    let f = write(
+        dir.path(),
+        "o.yaml",
+        &object("app", &url, "    tag: v1", "  insecure: true"),
+    );
 
     let first = reconcile(&[&f], &storage, &[]);
     assert_eq!(first.code, 0, "{}", first.stderr);
     let st = status(&first);
-    assert_eq!(st["artifact"]["revision"], format!("v1@{}", pushed.manifest_digest));
+    assert_eq!(
+        st["artifact"]["revision"],
+        format!("v1@{}", pushed.manifest_digest)
+    );
     let hex = &pushed.manifest_digest["sha256:".len()..];
-    assert_eq!(st["artifact"]["path"], format!("ocirepository/team/app/{hex}.tar.gz"));
-    assert_eq!(st["artifact"]["metadata"]["org.opencontainers.image.source"], "https://example.com/app");
+    assert_eq!(
+        st["artifact"]["path"],
+        format!("ocirepository/team/app/{hex}.tar.gz")
+    );
+    assert_eq!(
+        st["artifact"]["metadata"]["org.opencontainers.image.source"],
+        "https://example.com/app"
+    );
     let ready = condition(&st, "Ready");
     assert_eq!(ready["status"], "True");
     assert_eq!(ready["reason"], "Succeeded");
-    assert_eq!(ready["message"], format!("stored artifact for revision 'v1@{}'", pushed.manifest_digest));
+    assert_eq!(
+        ready["message"],
+        format!(
+            "stored artifact for revision 'v1@{}'",
+            pushed.manifest_digest
+        )
+    );
     assert_eq!(ready["observedGeneration"], 1);
     let bytes = std::fs::read(file_of(&storage, &st)).unwrap();
     assert_eq!(st["artifact"]["digest"], sha256(&bytes));
@@ -107,41 +150,117 @@ async fn tag_ref_stores_an_artifact_and_a_second_run_costs_one_head() {
     let second = reconcile(&[&f], &storage, &["--stats"]);
     assert_eq!(second.code, 0, "{}", second.stderr);
     let log: Vec<_> = reg.request_log().into_iter().skip(before).collect();
-    let real: Vec<_> = log.iter().filter(|r| r.path != "/v2/" && r.status != 401).collect();
-    assert_eq!(real.len(), 1, "an unchanged digest must cost one request: {log:?}");
+    let real: Vec<_> = log
+        .iter()
+        .filter(|r| r.path != "/v2/" && r.status != 401)
+        .collect();
+    assert_eq!(
+        real.len(),
+        1,
+        "an unchanged digest must cost one request: {log:?}"
+    );
     assert_eq!(real[0].method, "HEAD");
-    assert!(real[0].path.starts_with("/v2/team/app/manifests/v1"), "{log:?}");
-    assert!(!log.iter().any(|r| r.path.contains("/blobs/")), "no blob may be fetched: {log:?}");
+    assert!(
+        real[0].path.starts_with("/v2/team/app/manifests/v1"),
+        "{log:?}"
+    );
+    assert!(
+        !log.iter().any(|r| r.path.contains("/blobs/")),
+        "no blob may be fetched: {log:?}"
+    );
     assert_eq!(status(&second)["artifact"], st["artifact"]);
 }
 
 #[tokio::test]
 async fn moved_tag_semver_filter_and_digest_refs() {
     let reg = TestRegistry::start(RegistryOpts::plain());
-    for (tag, body) in [("1.0.0", "one"), ("1.1.0", "one-one"), ("1.2.0-rc.1", "rc"), ("2.0.0", "two"), ("1.3.0-dev", "dev")] {
-        reg.push_artifact("team/cfg", tag, &[(LAYER, tar_gz(&[("v.txt", body.as_bytes())]))], &[]).await;
+    for (tag, body) in [
+        ("1.0.0", "one"),
+        ("1.1.0", "one-one"),
+        ("1.2.0-rc.1", "rc"),
+        ("2.0.0", "two"),
+        ("1.3.0-dev", "dev"),
+    ] {
+        reg.push_artifact(
+            "team/cfg",
+            tag,
+            &[(LAYER, tar_gz(&[("v.txt", body.as_bytes())]))],
+            &[],
+        )
+        .await;
     }
     let dir = tempfile::tempdir().unwrap();
     let storage = dir.path().join("s");
     let url = format!("oci://{}/team/cfg", reg.host());
-    let semver = write(dir.path(), "semver.yaml", &object("semver", &url, "    semver: \"1.x\"", "  insecure: true"));
-    let filtered = write(dir.path(), "filtered.yaml", &object("filtered", &url, "    semver: \">=1.0.0-0\"\n    semverFilter: \".*-dev$\"", "  insecure: true"));
+    let semver = write(
+        dir.path(),
+        "semver.yaml",
+        &object("semver", &url, "    semver: \"1.x\"", "  insecure: true"),
+    );
+    let filtered = write(
+        dir.path(),
+        "filtered.yaml",
+        &object(
+            "filtered",
+            &url,
+            "    semver: \">=1.0.0-0\"\n    semverFilter: \".*-dev$\"",
+            "  insecure: true",
+        ),
+    );
     let run = reconcile(&[&semver, &filtered], &storage, &[]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let v: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
-    assert!(v[0]["status"]["artifact"]["revision"].as_str().unwrap().starts_with("1.1.0@sha256:"), "{}", v[0]["status"]);
-    assert!(v[1]["status"]["artifact"]["revision"].as_str().unwrap().starts_with("1.3.0-dev@sha256:"), "{}", v[1]["status"]);
+    assert!(
+        v[0]["status"]["artifact"]["revision"]
+            .as_str()
+            .unwrap()
+            .starts_with("1.1.0@sha256:"),
+        "{}",
+        v[0]["status"]
+    );
+    assert!(
+        v[1]["status"]["artifact"]["revision"]
+            .as_str()
+            .unwrap()
+            .starts_with("1.3.0-dev@sha256:"),
+        "{}",
+        v[1]["status"]
+    );
 
     // A semver upgrade: 1.4.0 appears; the next run moves to it.
-    let newer = reg.push_artifact("team/cfg", "1.4.0", &[(LAYER, tar_gz(&[("v.txt", b"one-four")]))], &[]).await;
+    let newer = reg
+        .push_artifact(
+            "team/cfg",
+            "1.4.0",
+            &[(LAYER, tar_gz(&[("v.txt", b"one-four")]))],
+            &[],
+        )
+        .await;
     let run = reconcile(&[&semver], &storage, &[]);
     let st = status(&run);
-    assert_eq!(st["artifact"]["revision"], format!("1.4.0@{}", newer.manifest_digest));
-    let out = Command::new("tar").arg("-xzOf").arg(file_of(&storage, &st)).arg("v.txt").output().unwrap();
+    assert_eq!(
+        st["artifact"]["revision"],
+        format!("1.4.0@{}", newer.manifest_digest)
+    );
+    let out = Command::new("tar")
+        .arg("-xzOf")
+        .arg(file_of(&storage, &st))
+        .arg("v.txt")
+        .output()
+        .unwrap();
     assert_eq!(out.stdout, b"one-four");
 
     // Digest ref: the revision is the bare digest.
-    let digest = write(dir.path(), "digest.yaml", &object("pinned", &url, &format!("    digest: {}", newer.manifest_digest), "  insecure: true"));
+    let digest = write(
+        dir.path(),
+        "digest.yaml",
+        &object(
+            "pinned",
+            &url,
+            &format!("    digest: {}", newer.manifest_digest),
+            "  insecure: true",
+        ),
+    );
     let st = status(&reconcile(&[&digest], &storage, &[]));
     assert_eq!(st["artifact"]["revision"], newer.manifest_digest);
 }
@@ -149,18 +268,51 @@ async fn moved_tag_semver_filter_and_digest_refs() {
 #[tokio::test]
 async fn multi_layer_artifact_merges_with_overrides_and_whiteouts() {
     let reg = TestRegistry::start(RegistryOpts::plain());
-    let base = tar_gz(&[("apps/a.yaml", b"a1"), ("apps/b.yaml", b"b1"), ("apps/old.yaml", b"old")]);
+    let base = tar_gz(&[
+        ("apps/a.yaml", b"a1"),
+        ("apps/b.yaml", b"b1"),
+        ("apps/old.yaml", b"old"),
+    ]);
     let over = tar_gz(&[("apps/a.yaml", b"a2"), ("extra/c.yaml", b"c")]);
     let wh = tar_gz(&[("apps/.wh.old.yaml", b"")]);
-    reg.push_artifact("team/multi", "v1", &[(LAYER, base), (LAYER, over), (LAYER, wh)], &[]).await;
+    reg.push_artifact(
+        "team/multi",
+        "v1",
+        &[(LAYER, base), (LAYER, over), (LAYER, wh)],
+        &[],
+    )
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let storage = dir.path().join("s");
-    let f = write(dir.path(), "o.yaml", &object("multi", &format!("oci://{}/team/multi", reg.host()), "    tag: v1", "  insecure: true"));
+    let f = write(
+        dir.path(),
+        "o.yaml",
+        &object(
+            "multi",
+            &format!("oci://{}/team/multi", reg.host()),
+            "    tag: v1",
+            "  insecure: true",
+        ),
+    );
     let run = reconcile(&[&f], &storage, &[]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let path = file_of(&storage, &status(&run));
-    assert_eq!(entries(&path), vec!["apps", "apps/a.yaml", "apps/b.yaml", "extra", "extra/c.yaml"]);
-    let out = Command::new("tar").arg("-xzOf").arg(&path).arg("apps/a.yaml").output().unwrap();
+    assert_eq!(
+        entries(&path),
+        vec![
+            "apps",
+            "apps/a.yaml",
+            "apps/b.yaml",
+            "extra",
+            "extra/c.yaml"
+        ]
+    );
+    let out = Command::new("tar")
+        .arg("-xzOf")
+        .arg(&path)
+        .arg("apps/a.yaml")
+        .output()
+        .unwrap();
     assert_eq!(out.stdout, b"a2");
 }
 
@@ -175,26 +327,55 @@ fn docker_config_secret(name: &str, host: &str, user: &str, pass: &str) -> Strin
 #[tokio::test]
 async fn secret_ref_basic_auth_and_a_wrong_password_keeps_the_last_artifact() {
     let reg = TestRegistry::start(RegistryOpts::plain().with_basic_auth("alice", "s3cret"));
-    reg.push_artifact("team/private", "v1", &[(LAYER, tar_gz(&[("x", b"1")]))], &[]).await;
+    reg.push_artifact(
+        "team/private",
+        "v1",
+        &[(LAYER, tar_gz(&[("x", b"1")]))],
+        &[],
+    )
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let storage = dir.path().join("s");
     let url = format!("oci://{}/team/private", reg.host());
-    let obj = write(dir.path(), "o.yaml", &object("private", &url, "    tag: v1", "  insecure: true\n  secretRef:\n    name: creds"));
-    let good = write(dir.path(), "good.yaml", &docker_config_secret("creds", &reg.host(), "alice", "s3cret"));
+    let obj = write(
+        dir.path(),
+        "o.yaml",
+        &object(
+            "private",
+            &url,
+            "    tag: v1",
+            "  insecure: true\n  secretRef:\n    name: creds",
+        ),
+    );
+    let good = write(
+        dir.path(),
+        "good.yaml",
+        &docker_config_secret("creds", &reg.host(), "alice", "s3cret"),
+    );
     let run = reconcile(&[&obj, &good], &storage, &[]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let first = status(&run);
 
     // Without credentials: AuthenticationFailed, Ready False, last artifact kept and on disk.
-    let bad = write(dir.path(), "bad.yaml", &docker_config_secret("creds", &reg.host(), "alice", "wrong"));
+    let bad = write(
+        dir.path(),
+        "bad.yaml",
+        &docker_config_secret("creds", &reg.host(), "alice", "wrong"),
+    );
     let run = reconcile(&[&obj, &bad], &storage, &[]);
     assert_eq!(run.code, 1, "not Ready must exit 1");
-    assert!(!run.stdout.contains("wrong") && !run.stderr.contains("wrong"), "the password leaked");
+    assert!(
+        !run.stdout.contains("wrong") && !run.stderr.contains("wrong"),
+        "the password leaked"
+    );
     let st = status(&run);
     let ready = condition(&st, "Ready");
     assert_eq!(ready["status"], "False");
     assert_eq!(ready["reason"], "AuthenticationFailed");
-    assert_eq!(condition(&st, "FetchFailed")["reason"], "AuthenticationFailed");
+    assert_eq!(
+        condition(&st, "FetchFailed")["reason"],
+        "AuthenticationFailed"
+    );
     assert_eq!(st["artifact"], first["artifact"]);
     assert!(file_of(&storage, &st).exists());
 }
@@ -202,19 +383,28 @@ async fn secret_ref_basic_auth_and_a_wrong_password_keeps_the_last_artifact() {
 #[tokio::test]
 async fn tls_through_cert_secret_ref() {
     let reg = TestRegistry::start(RegistryOpts::plain().with_tls());
-    reg.push_artifact("team/tls", "v1", &[(LAYER, tar_gz(&[("t", b"tls")]))], &[]).await;
+    reg.push_artifact("team/tls", "v1", &[(LAYER, tar_gz(&[("t", b"tls")]))], &[])
+        .await;
     let dir = tempfile::tempdir().unwrap();
     let storage = dir.path().join("s");
     let url = format!("oci://{}/team/tls", reg.host());
     let ca = base64::engine::general_purpose::STANDARD.encode(reg.ca_pem().unwrap());
-    let obj = write(dir.path(), "o.yaml", &object("tls", &url, "    tag: v1", "  certSecretRef:\n    name: ca"));
+    let obj = write(
+        dir.path(),
+        "o.yaml",
+        &object("tls", &url, "    tag: v1", "  certSecretRef:\n    name: ca"),
+    );
     let secret = write(dir.path(), "ca.yaml", &format!("apiVersion: v1\nkind: Secret\nmetadata:\n  name: ca\n  namespace: team\ndata:\n  ca.crt: {ca}\n"));
     let run = reconcile(&[&obj, &secret], &storage, &[]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(condition(&status(&run), "Ready")["status"], "True");
 
     // Without the CA the registry's certificate is not trusted: a clear failure.
-    let obj2 = write(dir.path(), "o2.yaml", &object("tls-noca", &url, "    tag: v1", ""));
+    let obj2 = write(
+        dir.path(),
+        "o2.yaml",
+        &object("tls-noca", &url, "    tag: v1", ""),
+    );
     let run = reconcile(&[&obj2], &storage, &[]);
     assert_eq!(run.code, 1);
     let st = status(&run);
@@ -224,20 +414,41 @@ async fn tls_through_cert_secret_ref() {
 #[tokio::test]
 async fn invalid_url_stalls_with_a_field_named_message() {
     let dir = tempfile::tempdir().unwrap();
-    let f = write(dir.path(), "o.yaml", &object("bad", "oci://127.0.0.1:1/team/app:v1", "    tag: v1", "  insecure: true"));
+    let f = write(
+        dir.path(),
+        "o.yaml",
+        &object(
+            "bad",
+            "oci://127.0.0.1:1/team/app:v1",
+            "    tag: v1",
+            "  insecure: true",
+        ),
+    );
     let run = reconcile(&[&f], &dir.path().join("s"), &[]);
     assert_eq!(run.code, 1);
     let st = status(&run);
     assert_eq!(condition(&st, "Stalled")["status"], "True");
     let ready = condition(&st, "Ready");
     assert_eq!(ready["status"], "False");
-    assert!(ready["message"].as_str().unwrap().contains("spec.url"), "{ready}");
+    assert!(
+        ready["message"].as_str().unwrap().contains("spec.url"),
+        "{ready}"
+    );
 }
 
 #[tokio::test]
 async fn consumer_fetches_the_artifact_url_from_the_server() {
     let reg = TestRegistry::start(RegistryOpts::plain());
-    reg.push_artifact("team/srv", "v1", &[(LAYER, tar_gz(&[("k/kustomization.yaml", b"resources: []\n")]))], &[]).await;
+    reg.push_artifact(
+        "team/srv",
+        "v1",
+        &[(
+            LAYER,
+            tar_gz(&[("k/kustomization.yaml", b"resources: []\n")]),
+        )],
+        &[],
+    )
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let storage = dir.path().join("s");
     std::fs::create_dir_all(&storage).unwrap();
@@ -248,7 +459,16 @@ async fn consumer_fetches_the_artifact_url_from_the_server() {
     let router = ocisource::server::router(storage.clone(), ready, metrics);
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
 
-    let f = write(dir.path(), "o.yaml", &object("srv", &format!("oci://{}/team/srv", reg.host()), "    tag: v1", "  insecure: true"));
+    let f = write(
+        dir.path(),
+        "o.yaml",
+        &object(
+            "srv",
+            &format!("oci://{}/team/srv", reg.host()),
+            "    tag: v1",
+            "  insecure: true",
+        ),
+    );
     let run = reconcile(&[&f], &storage, &["--storage-adv-addr", &addr.to_string()]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let st = status(&run);
@@ -257,7 +477,11 @@ async fn consumer_fetches_the_artifact_url_from_the_server() {
     let body = reqwest::get(url).await.unwrap();
     assert_eq!(body.status(), 200);
     let bytes = body.bytes().await.unwrap();
-    assert_eq!(st["artifact"]["digest"], sha256(&bytes), "served bytes must match status.artifact.digest");
+    assert_eq!(
+        st["artifact"]["digest"],
+        sha256(&bytes),
+        "served bytes must match status.artifact.digest"
+    );
     let fetched = dir.path().join("fetched.tar.gz");
     std::fs::write(&fetched, &bytes).unwrap();
     assert_eq!(entries(&fetched), vec!["k", "k/kustomization.yaml"]);

@@ -36,25 +36,49 @@ fn fixture() -> Fixture {
     let content: Vec<u8> = (0..300_001u32).map(|i| (i * 7 % 251) as u8).collect();
     std::fs::write(&file, &content).unwrap();
     std::fs::write(root.join("ocirepository/apps/podinfo/notes.txt"), b"hello").unwrap();
-    std::fs::write(root.join("ocirepository/apps/podinfo/.tmp-123.tar.gz"), b"partial").unwrap();
+    std::fs::write(
+        root.join("ocirepository/apps/podinfo/.tmp-123.tar.gz"),
+        b"partial",
+    )
+    .unwrap();
     std::fs::write(dir.path().join("secret.txt"), b"outside the root").unwrap();
-    symlink(&dir.path().join("secret.txt"), &root.join("ocirepository/apps/escape.tar.gz"));
+    symlink(
+        &dir.path().join("secret.txt"),
+        &root.join("ocirepository/apps/escape.tar.gz"),
+    );
     symlink(&dir.path().join("secret.txt"), &root.join("leak"));
     let ready = Arc::new(AtomicBool::new(false));
     let metrics = Arc::new(Metrics::new());
     let router = router(root, ready.clone(), metrics.clone());
-    Fixture { _dir: dir, router, ready, metrics, content }
+    Fixture {
+        _dir: dir,
+        router,
+        ready,
+        metrics,
+        content,
+    }
 }
 
 fn symlink(target: &Path, link: &Path) {
     std::os::unix::fs::symlink(target, link).unwrap();
 }
 
-async fn send(router: &Router, method: Method, uri: &str) -> (StatusCode, http::HeaderMap, Vec<u8>) {
-    let request = Request::builder().method(method).uri(uri).body(Body::empty()).unwrap();
+async fn send(
+    router: &Router,
+    method: Method,
+    uri: &str,
+) -> (StatusCode, http::HeaderMap, Vec<u8>) {
+    let request = Request::builder()
+        .method(method)
+        .uri(uri)
+        .body(Body::empty())
+        .unwrap();
     let response = router.clone().oneshot(request).await.unwrap();
     let (parts, body) = response.into_parts();
-    let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap().to_vec();
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .unwrap()
+        .to_vec();
     (parts.status, parts.headers, bytes)
 }
 
@@ -64,10 +88,18 @@ async fn serves_the_artifact_byte_exact_with_length_and_gzip_type() {
     let (status, headers, body) = send(&f.router, Method::GET, &format!("/{ARTIFACT}")).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(headers["content-type"], "application/gzip");
-    assert_eq!(headers["content-length"], f.content.len().to_string().as_str());
+    assert_eq!(
+        headers["content-length"],
+        f.content.len().to_string().as_str()
+    );
     assert!(body == f.content, "body differs from the stored file");
 
-    let (status, headers, body) = send(&f.router, Method::GET, "/ocirepository/apps/podinfo/notes.txt").await;
+    let (status, headers, body) = send(
+        &f.router,
+        Method::GET,
+        "/ocirepository/apps/podinfo/notes.txt",
+    )
+    .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(headers["content-type"], "application/octet-stream");
     assert_eq!(body, b"hello");
@@ -78,7 +110,10 @@ async fn head_gives_length_and_type_without_a_body() {
     let f = fixture();
     let (status, headers, body) = send(&f.router, Method::HEAD, &format!("/{ARTIFACT}")).await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(headers["content-length"], f.content.len().to_string().as_str());
+    assert_eq!(
+        headers["content-length"],
+        f.content.len().to_string().as_str()
+    );
     assert_eq!(headers["content-type"], "application/gzip");
     assert!(body.is_empty());
 }
@@ -105,8 +140,14 @@ async fn refuses_everything_that_is_not_a_visible_file_under_the_root() {
     for uri in refused {
         let (status, _, body) = send(&f.router, Method::GET, uri).await;
         assert_eq!(status, StatusCode::NOT_FOUND, "{uri}");
-        assert!(!String::from_utf8_lossy(&body).contains("outside the root"), "{uri} leaked");
-        assert!(!String::from_utf8_lossy(&body).contains("podinfo"), "{uri} listed a directory");
+        assert!(
+            !String::from_utf8_lossy(&body).contains("outside the root"),
+            "{uri} leaked"
+        );
+        assert!(
+            !String::from_utf8_lossy(&body).contains("podinfo"),
+            "{uri} listed a directory"
+        );
     }
 }
 
@@ -124,10 +165,19 @@ async fn is_read_only() {
 #[tokio::test]
 async fn healthz_always_readyz_only_when_ready() {
     let f = fixture();
-    assert_eq!(send(&f.router, Method::GET, "/healthz").await.0, StatusCode::OK);
-    assert_eq!(send(&f.router, Method::GET, "/readyz").await.0, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        send(&f.router, Method::GET, "/healthz").await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        send(&f.router, Method::GET, "/readyz").await.0,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
     f.ready.store(true, Ordering::Release);
-    assert_eq!(send(&f.router, Method::GET, "/readyz").await.0, StatusCode::OK);
+    assert_eq!(
+        send(&f.router, Method::GET, "/readyz").await.0,
+        StatusCode::OK
+    );
 }
 
 /// A Prometheus text-format sample: name, labels, value.
@@ -138,20 +188,37 @@ fn parse_exposition(text: &str) -> Vec<Sample> {
     let mut samples = Vec::new();
     for line in text.lines().filter(|l| !l.is_empty()) {
         if let Some(comment) = line.strip_prefix("# ") {
-            assert!(comment.starts_with("HELP ") || comment.starts_with("TYPE "), "bad comment: {line}");
+            assert!(
+                comment.starts_with("HELP ") || comment.starts_with("TYPE "),
+                "bad comment: {line}"
+            );
             continue;
         }
-        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("no value: {line}"));
-        let value: f64 = value.parse().unwrap_or_else(|_| panic!("bad value: {line}"));
+        let (series, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("no value: {line}"));
+        let value: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("bad value: {line}"));
         let (name, labels) = match series.split_once('{') {
-            Some((name, rest)) => (name, rest.strip_suffix('}').unwrap_or_else(|| panic!("bad labels: {line}"))),
+            Some((name, rest)) => (
+                name,
+                rest.strip_suffix('}')
+                    .unwrap_or_else(|| panic!("bad labels: {line}")),
+            ),
             None => (series, ""),
         };
-        assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'), "bad name: {line}");
+        assert!(
+            name.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            "bad name: {line}"
+        );
         let mut map = BTreeMap::new();
         let mut rest = labels;
         while !rest.is_empty() {
-            let (key, tail) = rest.split_once("=\"").unwrap_or_else(|| panic!("bad label: {line}"));
+            let (key, tail) = rest
+                .split_once("=\"")
+                .unwrap_or_else(|| panic!("bad label: {line}"));
             let mut value = String::new();
             let mut chars = tail.char_indices();
             let end = loop {
@@ -163,7 +230,9 @@ fn parse_exposition(text: &str) -> Vec<Sample> {
                 }
             };
             map.insert(key.to_string(), value);
-            rest = tail[end + 1..].strip_prefix(',').unwrap_or(&tail[end + 1..]);
+            rest = tail[end + 1..]
+                .strip_prefix(',')
+                .unwrap_or(&tail[end + 1..]);
         }
         samples.push((name.to_string(), map, value));
     }
@@ -173,16 +242,24 @@ fn parse_exposition(text: &str) -> Vec<Sample> {
 fn find(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     samples
         .iter()
-        .find(|(n, l, _)| n == name && labels.iter().all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v)))
+        .find(|(n, l, _)| {
+            n == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
+        })
         .map(|s| s.2)
 }
 
 #[tokio::test]
 async fn metrics_are_parseable_prometheus_text_with_the_recorded_values() {
     let f = fixture();
-    f.metrics.observe_reconcile("Succeeded", Duration::from_millis(40));
-    f.metrics.observe_reconcile("Succeeded", Duration::from_secs(3));
-    f.metrics.observe_reconcile("AuthenticationFailed", Duration::from_secs(100));
+    f.metrics
+        .observe_reconcile("Succeeded", Duration::from_millis(40));
+    f.metrics
+        .observe_reconcile("Succeeded", Duration::from_secs(3));
+    f.metrics
+        .observe_reconcile("AuthenticationFailed", Duration::from_secs(100));
     f.metrics.add_bytes_pulled(1000);
     f.metrics.add_bytes_pulled(24);
     f.metrics.observe_artifact("apps", "podinfo", 300_001);
@@ -192,16 +269,43 @@ async fn metrics_are_parseable_prometheus_text_with_the_recorded_values() {
 
     let (status, headers, body) = send(&f.router, Method::GET, "/metrics").await;
     assert_eq!(status, StatusCode::OK);
-    assert!(headers["content-type"].to_str().unwrap().starts_with("text/plain; version=0.0.4"));
+    assert!(headers["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain; version=0.0.4"));
     let samples = parse_exposition(&String::from_utf8(body).unwrap());
 
     let bucket = "ocisource_reconcile_duration_seconds_bucket";
-    assert_eq!(find(&samples, bucket, &[("result", "success"), ("le", "0.05")]), Some(1.0));
-    assert_eq!(find(&samples, bucket, &[("result", "success"), ("le", "5")]), Some(2.0));
-    assert_eq!(find(&samples, bucket, &[("result", "failure"), ("le", "30")]), Some(0.0));
-    assert_eq!(find(&samples, bucket, &[("result", "failure"), ("le", "+Inf")]), Some(1.0));
-    assert_eq!(find(&samples, "ocisource_reconcile_duration_seconds_count", &[("result", "success")]), Some(2.0));
-    let sum = find(&samples, "ocisource_reconcile_duration_seconds_sum", &[("result", "success")]).unwrap();
+    assert_eq!(
+        find(&samples, bucket, &[("result", "success"), ("le", "0.05")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        find(&samples, bucket, &[("result", "success"), ("le", "5")]),
+        Some(2.0)
+    );
+    assert_eq!(
+        find(&samples, bucket, &[("result", "failure"), ("le", "30")]),
+        Some(0.0)
+    );
+    assert_eq!(
+        find(&samples, bucket, &[("result", "failure"), ("le", "+Inf")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        find(
+            &samples,
+            "ocisource_reconcile_duration_seconds_count",
+            &[("result", "success")]
+        ),
+        Some(2.0)
+    );
+    let sum = find(
+        &samples,
+        "ocisource_reconcile_duration_seconds_sum",
+        &[("result", "success")],
+    )
+    .unwrap();
     assert!((sum - 3.04).abs() < 1e-9, "{sum}");
     for result in ["success", "failure"] {
         let buckets: Vec<f64> = samples
@@ -209,14 +313,44 @@ async fn metrics_are_parseable_prometheus_text_with_the_recorded_values() {
             .filter(|(n, l, _)| n == bucket && l["result"] == result)
             .map(|s| s.2)
             .collect();
-        assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "buckets are cumulative");
+        assert!(
+            buckets.windows(2).all(|w| w[0] <= w[1]),
+            "buckets are cumulative"
+        );
     }
     let results = "ocisource_reconcile_results_total";
-    assert_eq!(find(&samples, results, &[("result", "success"), ("reason", "Succeeded")]), Some(2.0));
-    assert_eq!(find(&samples, results, &[("reason", "AuthenticationFailed")]), Some(1.0));
-    assert_eq!(find(&samples, "ocisource_bytes_pulled_total", &[]), Some(1024.0));
+    assert_eq!(
+        find(
+            &samples,
+            results,
+            &[("result", "success"), ("reason", "Succeeded")]
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        find(&samples, results, &[("reason", "AuthenticationFailed")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        find(&samples, "ocisource_bytes_pulled_total", &[]),
+        Some(1024.0)
+    );
     let size = "ocisource_artifact_size_bytes";
-    assert_eq!(find(&samples, size, &[("namespace", "apps"), ("name", "podinfo")]), Some(300_001.0));
+    assert_eq!(
+        find(
+            &samples,
+            size,
+            &[("namespace", "apps"), ("name", "podinfo")]
+        ),
+        Some(300_001.0)
+    );
     assert_eq!(find(&samples, size, &[("name", "gone")]), None);
-    assert_eq!(find(&samples, size, &[("namespace", "odd\"ns"), ("name", "a\\b")]), Some(7.0));
+    assert_eq!(
+        find(
+            &samples,
+            size,
+            &[("namespace", "odd\"ns"), ("name", "a\\b")]
+        ),
+        Some(7.0)
+    );
 }

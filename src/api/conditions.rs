@@ -206,8 +206,14 @@ mod tests {
         assert_eq!(wire[0].type_, "FetchFailed");
         assert_eq!(wire[0].status, "True");
         assert_eq!(wire[0].observed_generation, Some(3));
-        assert_eq!(serde_json::to_value(&wire[0].last_transition_time).unwrap(), "2026-07-02T10:00:00Z");
-        wire.push(Condition { type_: "SomebodyElses".into(), ..wire[0].clone() });
+        assert_eq!(
+            serde_json::to_value(&wire[0].last_transition_time).unwrap(),
+            "2026-07-02T10:00:00Z"
+        );
+        wire.push(Condition {
+            type_: "SomebodyElses".into(),
+            ..wire[0].clone()
+        });
         assert_eq!(from_k8s(&wire), vec![pure]);
     }
 }

@@ -83,7 +83,11 @@ impl ExternalArtifact {
     pub fn for_source(source: &OciRepository) -> Result<Self, ExternalArtifactError> {
         let missing = |field| ExternalArtifactError::MissingMetadata { field };
         let name = source.metadata.name.clone().ok_or(missing("name"))?;
-        let namespace = source.metadata.namespace.clone().ok_or(missing("namespace"))?;
+        let namespace = source
+            .metadata
+            .namespace
+            .clone()
+            .ok_or(missing("namespace"))?;
         let owner = source.controller_owner_ref(&()).ok_or(missing("uid"))?;
         if owner.uid.is_empty() {
             return Err(missing("uid"));
@@ -101,7 +105,9 @@ impl ExternalArtifact {
                 owner_references: Some(vec![owner]),
                 ..ObjectMeta::default()
             },
-            spec: ExternalArtifactSpec { source_ref: Some(source_ref) },
+            spec: ExternalArtifactSpec {
+                source_ref: Some(source_ref),
+            },
             status: None,
         })
     }
@@ -159,7 +165,8 @@ status:
         let repo = source();
         let status = repo.status.as_ref().unwrap();
         assert_eq!(status.artifact.as_ref().unwrap().size, Some(1234));
-        let again: OciRepository = serde_json::from_value(serde_json::to_value(&repo).unwrap()).unwrap();
+        let again: OciRepository =
+            serde_json::from_value(serde_json::to_value(&repo).unwrap()).unwrap();
         assert_eq!(again, repo);
     }
 
@@ -169,22 +176,34 @@ status:
         assert_eq!(ea.metadata.name.as_deref(), Some("podinfo"));
         assert_eq!(ea.metadata.namespace.as_deref(), Some("apps"));
         let owner = &ea.metadata.owner_references.as_ref().unwrap()[0];
-        assert_eq!((owner.kind.as_str(), owner.api_version.as_str()), ("OCIRepository", "ocisource.dev/v1beta1"));
+        assert_eq!(
+            (owner.kind.as_str(), owner.api_version.as_str()),
+            ("OCIRepository", "ocisource.dev/v1beta1")
+        );
         assert_eq!(owner.uid, "0b7f6c1e-1111-2222-3333-444455556666");
         assert_eq!(owner.controller, Some(true));
         let source_ref = ea.spec.source_ref.unwrap();
-        assert_eq!((source_ref.kind.as_str(), source_ref.name.as_str()), ("OCIRepository", "podinfo"));
+        assert_eq!(
+            (source_ref.kind.as_str(), source_ref.name.as_str()),
+            ("OCIRepository", "podinfo")
+        );
         let wire = serde_json::to_value(ExternalArtifact::for_source(&source()).unwrap()).unwrap();
         assert_eq!(wire["apiVersion"], "source.toolkit.fluxcd.io/v1");
         assert_eq!(wire["kind"], "ExternalArtifact");
-        assert_eq!(wire["spec"]["sourceRef"]["apiVersion"], "ocisource.dev/v1beta1");
+        assert_eq!(
+            wire["spec"]["sourceRef"]["apiVersion"],
+            "ocisource.dev/v1beta1"
+        );
     }
 
     #[test]
     fn for_source_refuses_an_object_without_uid() {
         let mut repo = source();
         repo.metadata.uid = None;
-        assert_eq!(ExternalArtifact::for_source(&repo), Err(ExternalArtifactError::MissingMetadata { field: "uid" }));
+        assert_eq!(
+            ExternalArtifact::for_source(&repo),
+            Err(ExternalArtifactError::MissingMetadata { field: "uid" })
+        );
     }
 
     #[test]
@@ -193,7 +212,10 @@ status:
         assert_eq!(status.artifact, source().status.unwrap().artifact);
         assert_eq!(status.conditions.len(), 1);
         let ready = &status.conditions[0];
-        assert_eq!((ready.type_.as_str(), ready.status.as_str()), ("Ready", "False"));
+        assert_eq!(
+            (ready.type_.as_str(), ready.status.as_str()),
+            ("Ready", "False")
+        );
         assert_eq!(ready.reason, "StorageOperationFailed");
         assert_eq!(ready.message, "failed to write");
     }
@@ -201,13 +223,24 @@ status:
     #[test]
     fn schema_matches_flux_external_artifact_fields() {
         let crd = serde_json::to_value(ExternalArtifact::crd()).unwrap();
-        assert_eq!(crd["metadata"]["name"], "externalartifacts.source.toolkit.fluxcd.io");
+        assert_eq!(
+            crd["metadata"]["name"],
+            "externalartifacts.source.toolkit.fluxcd.io"
+        );
         let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"];
         let source_ref = &schema["spec"]["properties"]["sourceRef"];
-        let keys: Vec<&str> = source_ref["properties"].as_object().unwrap().keys().map(String::as_str).collect();
+        let keys: Vec<&str> = source_ref["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
         assert_eq!(keys, ["apiVersion", "kind", "name", "namespace"]);
         assert_eq!(source_ref["required"], serde_json::json!(["kind", "name"]));
         let artifact = &schema["status"]["properties"]["artifact"];
-        assert_eq!(artifact["required"], serde_json::json!(["digest", "lastUpdateTime", "path", "revision", "url"]));
+        assert_eq!(
+            artifact["required"],
+            serde_json::json!(["digest", "lastUpdateTime", "path", "revision", "url"])
+        );
     }
 }

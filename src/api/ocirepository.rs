@@ -200,7 +200,11 @@ pub struct OciRepositoryVerification {
     /// an OCI artifact which was signed using Cosign keyless signing. The artifact's
     /// identity is deemed to be verified if any of the specified matchers match against
     /// the identity.
-    #[serde(default, rename = "matchOIDCIdentity", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        rename = "matchOIDCIdentity",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub match_oidc_identity: Vec<OidcIdentityMatch>,
     /// TrustedRootSecretRef specifies the Kubernetes Secret containing a Sigstore
     /// trusted_root.json file, for self-hosted Sigstore infrastructure. The Secret must
@@ -299,13 +303,20 @@ impl OciRepository {
 
     /// The value of the `reconcile.fluxcd.io/requestedAt` annotation, if any.
     pub fn requested_at(&self) -> Option<&str> {
-        self.metadata.annotations.as_ref()?.get(RECONCILE_REQUESTED_AT).map(String::as_str)
+        self.metadata
+            .annotations
+            .as_ref()?
+            .get(RECONCILE_REQUESTED_AT)
+            .map(String::as_str)
     }
 
     /// True when `requestedAt` holds a value not yet echoed in
     /// `status.lastHandledReconcileAt`.
     pub fn reconcile_requested(&self) -> bool {
-        let handled = self.status.as_ref().and_then(|s| s.last_handled_reconcile_at.as_deref());
+        let handled = self
+            .status
+            .as_ref()
+            .and_then(|s| s.last_handled_reconcile_at.as_deref());
         self.requested_at().is_some_and(|at| Some(at) != handled)
     }
 }
@@ -330,7 +341,8 @@ mod tests {
 
     #[test]
     fn requested_at_triggers_until_handled() {
-        let meta = "{name: a, annotations: {reconcile.fluxcd.io/requestedAt: '2026-07-02T10:00:00Z'}}";
+        let meta =
+            "{name: a, annotations: {reconcile.fluxcd.io/requestedAt: '2026-07-02T10:00:00Z'}}";
         assert!(repo(meta, None).reconcile_requested());
         assert!(repo(meta, Some("earlier")).reconcile_requested());
         assert!(!repo(meta, Some("2026-07-02T10:00:00Z")).reconcile_requested());
@@ -343,10 +355,16 @@ mod tests {
         assert_eq!(r.spec.timeout, "60s");
         assert_eq!(r.spec.timeout_duration(), Some(Duration::from_secs(60)));
         assert_eq!(r.spec.provider, Provider::Generic);
-        assert_eq!(OciLayerSelector::default().effective_operation(), LayerOperation::Extract);
+        assert_eq!(
+            OciLayerSelector::default().effective_operation(),
+            LayerOperation::Extract
+        );
         let v: OciRepositoryVerification = serde_yaml::from_str("secretRef: {name: keys}").unwrap();
         assert_eq!(v.provider, VerificationProvider::Cosign);
         let wire = serde_json::to_value(&r.spec).unwrap();
-        assert!(wire.get("suspend").is_none() && wire.get("insecure").is_none(), "false flags are omitted");
+        assert!(
+            wire.get("suspend").is_none() && wire.get("insecure").is_none(),
+            "false flags are omitted"
+        );
     }
 }

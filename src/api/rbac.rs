@@ -31,14 +31,24 @@ pub const RULES: &[Rule] = &[
         verbs: &["get", "patch", "update"],
         why: "publish status and the finalizer",
     },
-    Rule { group: "", resources: &["secrets"], verbs: &["get"], why: "read credentials, certificates, proxy and keys" },
+    Rule {
+        group: "",
+        resources: &["secrets"],
+        verbs: &["get"],
+        why: "read credentials, certificates, proxy and keys",
+    },
     Rule {
         group: "",
         resources: &["serviceaccounts"],
         verbs: &["get"],
         why: "read imagePullSecrets of spec.serviceAccountName",
     },
-    Rule { group: "", resources: &["events"], verbs: &["create", "patch"], why: "record events (core API)" },
+    Rule {
+        group: "",
+        resources: &["events"],
+        verbs: &["create", "patch"],
+        why: "record events (core API)",
+    },
     Rule {
         group: "events.k8s.io",
         resources: &["events"],
@@ -74,7 +84,13 @@ pub const RULES: &[Rule] = &[
 /// [`RULES`] as the YAML list that goes under a Role's or ClusterRole's `rules:`, one
 /// comment line per rule saying why.
 pub fn rules_yaml() -> String {
-    let list = |items: &[&str]| items.iter().map(|i| format!("\"{i}\"")).collect::<Vec<_>>().join(", ");
+    let list = |items: &[&str]| {
+        items
+            .iter()
+            .map(|i| format!("\"{i}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let mut out = String::new();
     for rule in RULES {
         // Writing to a String cannot fail.
@@ -112,6 +128,10 @@ mod tests {
             assert_eq!(p.verbs, r.verbs);
         }
         let secrets = parsed.iter().find(|p| p.resources == ["secrets"]).unwrap();
-        assert_eq!(secrets.verbs, ["get"], "secrets are read-only and never listed");
+        assert_eq!(
+            secrets.verbs,
+            ["get"],
+            "secrets are read-only and never listed"
+        );
     }
 }

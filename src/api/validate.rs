@@ -37,7 +37,11 @@ pub struct InvalidSpec {
 }
 
 fn join(errors: &[FieldError]) -> String {
-    errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 impl InvalidSpec {
@@ -55,7 +59,13 @@ impl InvalidSpec {
     /// One invalid field, found outside [`OciRepositorySpec::validate`] (e.g. by a
     /// stricter parser in the reconciler).
     pub fn field(field: &'static str, message: impl Into<String>) -> Self {
-        Self { errors: vec![FieldError { field, message: message.into(), unsupported: false }] }
+        Self {
+            errors: vec![FieldError {
+                field,
+                message: message.into(),
+                unsupported: false,
+            }],
+        }
     }
 
     /// `spec.url` is invalid (reason `URLInvalid`).
@@ -82,7 +92,11 @@ impl InvalidSpec {
 pub(crate) fn spec(spec: &OciRepositorySpec) -> Result<(), InvalidSpec> {
     let mut errors = Vec::new();
     let mut bad = |field: &'static str, message: String| {
-        errors.push(FieldError { field, message, unsupported: false });
+        errors.push(FieldError {
+            field,
+            message,
+            unsupported: false,
+        });
     };
     if let Err(message) = check_url(&spec.url) {
         bad("spec.url", message);
@@ -105,33 +119,67 @@ pub(crate) fn spec(spec: &OciRepositorySpec) -> Result<(), InvalidSpec> {
         }
         if let Some(tag) = &r.tag {
             if !is_tag(tag) {
-                bad("spec.ref.tag", format!("invalid tag '{tag}': expected [A-Za-z0-9_][A-Za-z0-9._-]{{0,127}}"));
+                bad(
+                    "spec.ref.tag",
+                    format!("invalid tag '{tag}': expected [A-Za-z0-9_][A-Za-z0-9._-]{{0,127}}"),
+                );
             }
         }
     }
-    if let Some(media_type) = spec.layer_selector.as_ref().and_then(|s| s.media_type.as_ref()) {
+    if let Some(media_type) = spec
+        .layer_selector
+        .as_ref()
+        .and_then(|s| s.media_type.as_ref())
+    {
         if !media_type.contains('/') || media_type.trim() != media_type {
-            bad("spec.layerSelector.mediaType", format!("invalid media type '{media_type}'"));
+            bad(
+                "spec.layerSelector.mediaType",
+                format!("invalid media type '{media_type}'"),
+            );
         }
     }
     match parse_duration(&spec.interval) {
-        None => bad("spec.interval", format!("invalid duration '{}': expected e.g. 30s, 10m, 1h", spec.interval)),
+        None => bad(
+            "spec.interval",
+            format!(
+                "invalid duration '{}': expected e.g. 30s, 10m, 1h",
+                spec.interval
+            ),
+        ),
         Some(d) if d.is_zero() => bad("spec.interval", "must be greater than zero".to_string()),
         Some(_) => {}
     }
     match parse_duration(&spec.timeout) {
-        Some(d) if spec.timeout.contains('h') || d.is_zero() => {
-            bad("spec.timeout", format!("invalid timeout '{}': expected e.g. 60s or 5m", spec.timeout))
-        }
-        None => bad("spec.timeout", format!("invalid timeout '{}': expected e.g. 60s or 5m", spec.timeout)),
+        Some(d) if spec.timeout.contains('h') || d.is_zero() => bad(
+            "spec.timeout",
+            format!(
+                "invalid timeout '{}': expected e.g. 60s or 5m",
+                spec.timeout
+            ),
+        ),
+        None => bad(
+            "spec.timeout",
+            format!(
+                "invalid timeout '{}': expected e.g. 60s or 5m",
+                spec.timeout
+            ),
+        ),
         Some(_) => {}
     }
     let refs = [
         ("spec.secretRef.name", spec.secret_ref.as_ref()),
         ("spec.certSecretRef.name", spec.cert_secret_ref.as_ref()),
         ("spec.proxySecretRef.name", spec.proxy_secret_ref.as_ref()),
-        ("spec.verify.secretRef.name", spec.verify.as_ref().and_then(|v| v.secret_ref.as_ref())),
-        ("spec.verify.trustedRootSecretRef.name", spec.verify.as_ref().and_then(|v| v.trusted_root_secret_ref.as_ref())),
+        (
+            "spec.verify.secretRef.name",
+            spec.verify.as_ref().and_then(|v| v.secret_ref.as_ref()),
+        ),
+        (
+            "spec.verify.trustedRootSecretRef.name",
+            spec.verify
+                .as_ref()
+                .and_then(|v| v.trusted_root_secret_ref.as_ref()),
+        ),
     ];
     for (field, r) in refs {
         if r.is_some_and(|r| r.name.is_empty()) {
@@ -144,22 +192,37 @@ pub(crate) fn spec(spec: &OciRepositorySpec) -> Result<(), InvalidSpec> {
     if let Some(verify) = &spec.verify {
         for m in &verify.match_oidc_identity {
             if let Err(e) = regex::Regex::new(&m.issuer) {
-                bad("spec.verify.matchOIDCIdentity.issuer", format!("invalid regex: {e}"));
+                bad(
+                    "spec.verify.matchOIDCIdentity.issuer",
+                    format!("invalid regex: {e}"),
+                );
             }
             if let Err(e) = regex::Regex::new(&m.subject) {
-                bad("spec.verify.matchOIDCIdentity.subject", format!("invalid regex: {e}"));
+                bad(
+                    "spec.verify.matchOIDCIdentity.subject",
+                    format!("invalid regex: {e}"),
+                );
             }
         }
     }
     if spec.provider != Provider::Generic {
-        let name = serde_json::to_value(spec.provider).ok().and_then(|v| v.as_str().map(String::from));
+        let name = serde_json::to_value(spec.provider)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from));
         errors.push(FieldError {
             field: "spec.provider",
-            message: format!("'{}' is not supported yet: use 'generic' with secretRef or serviceAccountName", name.unwrap_or_default()),
+            message: format!(
+                "'{}' is not supported yet: use 'generic' with secretRef or serviceAccountName",
+                name.unwrap_or_default()
+            ),
             unsupported: true,
         });
     }
-    if spec.verify.as_ref().is_some_and(|v| v.provider == VerificationProvider::Notation) {
+    if spec
+        .verify
+        .as_ref()
+        .is_some_and(|v| v.provider == VerificationProvider::Notation)
+    {
         errors.push(FieldError {
             field: "spec.verify.provider",
             message: "'notation' is not supported yet: use 'cosign'".to_string(),
@@ -179,7 +242,9 @@ fn check_url(url: &str) -> Result<(), String> {
     if rest.contains('@') {
         return Err("must not contain a digest: use spec.ref.digest".to_string());
     }
-    let (host, path) = rest.split_once('/').ok_or("must name a repository: oci://host[:port]/path")?;
+    let (host, path) = rest
+        .split_once('/')
+        .ok_or("must name a repository: oci://host[:port]/path")?;
     let bad_host = || format!("invalid registry host '{host}'");
     let (name, port) = match host.strip_prefix('[') {
         Some(ipv6) => {
@@ -187,14 +252,22 @@ fn check_url(url: &str) -> Result<(), String> {
             if addr.is_empty() || !addr.chars().all(|c| c.is_ascii_hexdigit() || c == ':') {
                 return Err(bad_host());
             }
-            ("ipv6", after.strip_prefix(':').or(if after.is_empty() { None } else { Some("") }))
+            (
+                "ipv6",
+                after
+                    .strip_prefix(':')
+                    .or(if after.is_empty() { None } else { Some("") }),
+            )
         }
         None => match host.split_once(':') {
             Some((name, port)) => (name, Some(port)),
             None => (host, None),
         },
     };
-    let name_ok = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-'));
+    let name_ok = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-'));
     if !name_ok || port.is_some_and(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit())) {
         return Err(bad_host());
     }
@@ -206,20 +279,25 @@ fn check_url(url: &str) -> Result<(), String> {
         let alnum = |x: &u8| x.is_ascii_lowercase() || x.is_ascii_digit();
         b.first().is_some_and(alnum)
             && b.last().is_some_and(alnum)
-            && b.iter().all(|x| alnum(x) || matches!(x, b'.' | b'_' | b'-'))
+            && b.iter()
+                .all(|x| alnum(x) || matches!(x, b'.' | b'_' | b'-'))
     };
     if path.split('/').all(component_ok) {
         Ok(())
     } else {
-        Err(format!("invalid repository path '{path}': expected lower-case components separated by '/'"))
+        Err(format!(
+            "invalid repository path '{path}': expected lower-case components separated by '/'"
+        ))
     }
 }
 
 fn is_tag(tag: &str) -> bool {
     let b = tag.as_bytes();
     b.len() <= 128
-        && b.first().is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
+        && b.first()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
 }
 
 /// Accepts Masterminds-style ranges as Flux does: `||` alternatives, comparators
@@ -237,7 +315,9 @@ fn is_semver_range(range: &str) -> bool {
                 let mut out: Vec<String> = Vec::new();
                 for token in branch.split([' ', ',']).filter(|t| !t.is_empty()) {
                     match out.last_mut() {
-                        Some(last) if last.chars().all(|c| "<>=!~^".contains(c)) => last.push_str(token),
+                        Some(last) if last.chars().all(|c| "<>=!~^".contains(c)) => {
+                            last.push_str(token)
+                        }
                         _ => out.push(token.to_string()),
                     }
                 }
@@ -302,7 +382,11 @@ mod tests {
         assert_eq!(InvalidSpec::url("bad").to_string(), "spec.url: bad");
         assert_eq!(InvalidSpec::reference("bad").reason(), "InvalidSpec");
         let mut both = InvalidSpec::platform("bad");
-        both.errors.push(FieldError { field: "spec.provider", message: "x".into(), unsupported: true });
+        both.errors.push(FieldError {
+            field: "spec.provider",
+            message: "x".into(),
+            unsupported: true,
+        });
         assert_eq!(both.reason(), "ProviderNotSupported");
         assert_eq!(both.to_string(), "spec.platform: bad; spec.provider: x");
     }

@@ -23,7 +23,7 @@ use crate::verify::CosignVerifier;
 
 use super::AppError;
 
-async fn serve(addr: &str, router: axum::Router, what: &str) -> Result<(), AppError> {
+async fn serve(addr: &str, router: axum::Router, what: &'static str) -> Result<(), AppError> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| AppError::Input(format!("failed to listen on {addr} ({what}): {e}")))?;
@@ -41,8 +41,12 @@ pub async fn run(args: ControllerArgs) -> Result<(), AppError> {
         .await
         .map_err(|e| AppError::Input(format!("failed to configure the Kubernetes client: {e}")))?;
     let storage = Storage::new(&args.storage_path);
-    std::fs::create_dir_all(&args.storage_path)
-        .map_err(|e| AppError::Input(format!("failed to create --storage-path '{}': {e}", args.storage_path.display())))?;
+    std::fs::create_dir_all(&args.storage_path).map_err(|e| {
+        AppError::Input(format!(
+            "failed to create --storage-path '{}': {e}",
+            args.storage_path.display()
+        ))
+    })?;
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
     let router = server::router(args.storage_path.clone(), ready.clone(), metrics.clone());
@@ -52,7 +56,8 @@ pub async fn run(args: ControllerArgs) -> Result<(), AppError> {
 
     let namespace = (!args.watch_all_namespaces).then(|| args.runtime_namespace.clone());
     if args.leader_elect {
-        let identity = std::env::var("POD_NAME").unwrap_or_else(|_| format!("ocisource-{}", std::process::id()));
+        let identity = std::env::var("POD_NAME")
+            .unwrap_or_else(|_| format!("ocisource-{}", std::process::id()));
         let cfg = LeaseConfig {
             namespace: args.runtime_namespace.clone(),
             name: "ocisource-leader-election".into(),
@@ -82,7 +87,10 @@ pub async fn run(args: ControllerArgs) -> Result<(), AppError> {
 
     let advertised = args.storage_adv_addr.clone().unwrap_or_else(|| {
         let port = args.storage_addr.rsplit(':').next().unwrap_or("9090");
-        format!("ocisource.{}.svc.cluster.local.:{port}", args.runtime_namespace)
+        format!(
+            "ocisource.{}.svc.cluster.local.:{port}",
+            args.runtime_namespace
+        )
     });
     let verifier = CosignVerifier::new().map_err(|e| AppError::Failed(e.to_string()))?;
     let core = Arc::new(Context::new(
@@ -106,6 +114,14 @@ pub async fn run(args: ControllerArgs) -> Result<(), AppError> {
         external_artifact_missing: AtomicBool::new(false),
     });
     ready.store(true, Ordering::Relaxed);
-    controller::run(kctx, WatchScope { namespace, label_selector: args.watch_label_selector, concurrency: args.concurrent }).await;
+    controller::run(
+        kctx,
+        WatchScope {
+            namespace,
+            label_selector: args.watch_label_selector,
+            concurrency: args.concurrent,
+        },
+    )
+    .await;
     Ok(())
 }

@@ -45,7 +45,9 @@ impl AppError {
 fn init_tracing(level: &str, encoding: LogEncoding) {
     let filter = tracing_subscriber::EnvFilter::try_new(level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     let _ = match encoding {
         LogEncoding::Json => builder.json().try_init(),
         LogEncoding::Console => builder.try_init(),
@@ -55,7 +57,10 @@ fn init_tracing(level: &str, encoding: LogEncoding) {
 /// Runs the parsed command line; prints the error chain once; returns the exit code.
 pub fn main(cli: Cli) -> ExitCode {
     init_tracing(&cli.log_level, cli.log_encoding);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: failed to start the async runtime: {e}");
@@ -89,11 +94,17 @@ pub fn main(cli: Cli) -> ExitCode {
 }
 
 /// Prints `value` as YAML or JSON on stdout.
-pub(crate) fn print<T: serde::Serialize>(value: &T, format: crate::cli::OutputFormat) -> Result<(), AppError> {
+pub(crate) fn print<T: serde::Serialize>(
+    value: &T,
+    format: crate::cli::OutputFormat,
+) -> Result<(), AppError> {
     let text = match format {
-        crate::cli::OutputFormat::Yaml => serde_yaml::to_string(value).map_err(|e| AppError::Failed(e.to_string()))?,
+        crate::cli::OutputFormat::Yaml => {
+            serde_yaml::to_string(value).map_err(|e| AppError::Failed(e.to_string()))?
+        }
         crate::cli::OutputFormat::Json => {
-            let mut s = serde_json::to_string_pretty(value).map_err(|e| AppError::Failed(e.to_string()))?;
+            let mut s =
+                serde_json::to_string_pretty(value).map_err(|e| AppError::Failed(e.to_string()))?;
             s.push('\n');
             s
         }

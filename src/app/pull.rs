@@ -71,17 +71,22 @@ pub async fn run(args: PullArgs) -> Result<(), AppError> {
     let policy = verify_cmd::policy(&args.verify)?;
     let (dir, file) = split_output(&args.output_file)?;
     let options = registry_args::options(&args.registry, &url.host)?;
-    let registry: Arc<dyn Registry> =
-        HttpConnector::new().connect(&url.host, &url.repository, &options).map_err(input)?;
+    let registry: Arc<dyn Registry> = HttpConnector::new()
+        .connect(&url.host, &url.repository, &options)
+        .map_err(input)?;
 
     let failed = |e: &(dyn std::error::Error + 'static)| AppError::Failed(chain(e));
-    let resolved = pipeline::resolve(registry.as_ref(), &url, &reference).await.map_err(|e| failed(&e))?;
+    let resolved = pipeline::resolve(registry.as_ref(), &url, &reference)
+        .await
+        .map_err(|e| failed(&e))?;
     let verified = match &policy {
         Some(p) => Some(verify_cmd::verify(registry.as_ref(), &url, &resolved.digest, p).await?),
         None => None,
     };
     let (manifest, manifest_digest) =
-        pipeline::fetch_manifest(registry.as_ref(), &url, &resolved.digest, &platform).await.map_err(|e| failed(&e))?;
+        pipeline::fetch_manifest(registry.as_ref(), &url, &resolved.digest, &platform)
+            .await
+            .map_err(|e| failed(&e))?;
     let layers = match selector.select(&manifest) {
         Ok(crate::domain::layers::Selection::Extract(l)) => l.len(),
         _ => 1,
@@ -128,7 +133,12 @@ fn split_output(path: &Path) -> Result<(std::path::PathBuf, String), AppError> {
         .file_name()
         .and_then(|f| f.to_str())
         .filter(|f| !f.is_empty())
-        .ok_or_else(|| AppError::Input(format!("invalid -o '{}': expected a file path", path.display())))?;
+        .ok_or_else(|| {
+            AppError::Input(format!(
+                "invalid -o '{}': expected a file path",
+                path.display()
+            ))
+        })?;
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => std::path::PathBuf::from("."),

@@ -45,7 +45,10 @@ pub struct Pushed {
 }
 
 /// A tar.gz of `dir`, written to `out`; returns its digest and size.
-fn archive_dir<W: Write + Send + 'static>(dir: &Path, out: W) -> Result<(W, Digest, u64), AppError> {
+fn archive_dir<W: Write + Send + 'static>(
+    dir: &Path,
+    out: W,
+) -> Result<(W, Digest, u64), AppError> {
     struct Counting<W> {
         inner: W,
         hasher: Hasher,
@@ -60,7 +63,8 @@ fn archive_dir<W: Write + Send + 'static>(dir: &Path, out: W) -> Result<(W, Dige
             self.inner.flush()
         }
     }
-    let (reader, writer) = std::io::pipe().map_err(|e| AppError::Failed(format!("failed to create a pipe: {e}")))?;
+    let (reader, writer) =
+        std::io::pipe().map_err(|e| AppError::Failed(format!("failed to create a pipe: {e}")))?;
     let root = dir.to_path_buf();
     let walker = std::thread::spawn(move || -> std::io::Result<()> {
         let mut builder = tar::Builder::new(writer);
@@ -76,11 +80,25 @@ fn archive_dir<W: Write + Send + 'static>(dir: &Path, out: W) -> Result<(W, Dige
         platform: None,
         artifact_type: None,
     };
-    let opts = MergeOptions { ignore: IgnoreRules::from_spec(""), limits: Limits::default() };
-    let mut merger = Merger::new(Counting { inner: out, hasher: Hasher::default() }, opts);
-    let merged = merger.add_layer(&label, reader).and_then(|()| merger.finish());
-    let walked = walker.join().map_err(|_| AppError::Failed("the directory walker panicked".into()))?;
-    walked.map_err(|e| AppError::Input(format!("failed to read --path '{}': {e}", dir.display())))?;
+    let opts = MergeOptions {
+        ignore: IgnoreRules::none(),
+        limits: Limits::default(),
+    };
+    let mut merger = Merger::new(
+        Counting {
+            inner: out,
+            hasher: Hasher::default(),
+        },
+        opts,
+    );
+    let merged = merger
+        .add_layer(&label, reader)
+        .and_then(|()| merger.finish());
+    let walked = walker
+        .join()
+        .map_err(|_| AppError::Failed("the directory walker panicked".into()))?;
+    walked
+        .map_err(|e| AppError::Input(format!("failed to read --path '{}': {e}", dir.display())))?;
     match merged.map_err(|e| AppError::Input(format!("failed to archive --path '{}': {}", dir.display(), chain(&e))))? {
         MergeOutcome::Done { out, .. } => {
             let size = out.hasher.len();
@@ -92,7 +110,11 @@ fn archive_dir<W: Write + Send + 'static>(dir: &Path, out: W) -> Result<(W, Dige
     }
 }
 
-fn append_sorted<W: Write>(builder: &mut tar::Builder<W>, root: &Path, rel: &Path) -> std::io::Result<()> {
+fn append_sorted<W: Write>(
+    builder: &mut tar::Builder<W>,
+    root: &Path,
+    rel: &Path,
+) -> std::io::Result<()> {
     let mut entries: Vec<_> = std::fs::read_dir(root.join(rel))?.collect::<Result<_, _>>()?;
     entries.sort_by_key(|e| e.file_name());
     // .sourceignore first in each directory, so its rules are known before its siblings.
@@ -121,16 +143,36 @@ fn descriptor(media_type: &str, digest: Digest, size: u64) -> Descriptor {
 
 /// Runs `push`.
 pub async fn run(args: PushArgs) -> Result<(), AppError> {
-    let (url, reference) = parse_image_ref(&args.url).map_err(|e| AppError::Input(e.to_string()))?;
+    let (url, reference) =
+        parse_image_ref(&args.url).map_err(|e| AppError::Input(e.to_string()))?;
     let tag = match reference {
-        RefSpec::Tag(t) if args.url.rsplit('/').next().is_some_and(|last| last.contains(':')) => t,
-        _ => return Err(AppError::Input(format!("invalid destination '{}': expected oci://host/repo:tag", args.url))),
+        RefSpec::Tag(t)
+            if args
+                .url
+                .rsplit('/')
+                .next()
+                .is_some_and(|last| last.contains(':')) =>
+        {
+            t
+        }
+        _ => {
+            return Err(AppError::Input(format!(
+                "invalid destination '{}': expected oci://host/repo:tag",
+                args.url
+            )))
+        }
     };
     if !args.path.is_dir() {
-        return Err(AppError::Input(format!("invalid --path '{}': not a directory", args.path.display())));
+        return Err(AppError::Input(format!(
+            "invalid --path '{}': not a directory",
+            args.path.display()
+        )));
     }
     let mut annotations = BTreeMap::new();
-    annotations.insert("org.opencontainers.image.created".to_string(), chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    annotations.insert(
+        "org.opencontainers.image.created".to_string(),
+        chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    );
     if let Some(s) = &args.source {
         annotations.insert("org.opencontainers.image.source".into(), s.clone());
     }
@@ -138,34 +180,46 @@ pub async fn run(args: PushArgs) -> Result<(), AppError> {
         annotations.insert("org.opencontainers.image.revision".into(), r.clone());
     }
     for kv in &args.annotations {
-        let (k, v) = kv
-            .split_once('=')
-            .ok_or_else(|| AppError::Input(format!("invalid --annotation '{kv}': expected KEY=VALUE")))?;
+        let (k, v) = kv.split_once('=').ok_or_else(|| {
+            AppError::Input(format!("invalid --annotation '{kv}': expected KEY=VALUE"))
+        })?;
         annotations.insert(k.to_string(), v.to_string());
     }
     let key = args
         .sign_key
         .as_deref()
         .map(|p| -> Result<SigningKey, AppError> {
-            let pem = std::fs::read(p).map_err(|e| AppError::Input(format!("failed to read --sign-key '{}': {e}", p.display())))?;
-            SigningKey::from_pem(&pem).map_err(|e| AppError::Input(format!("invalid --sign-key '{}': {e}", p.display())))
+            let pem = std::fs::read(p).map_err(|e| {
+                AppError::Input(format!("failed to read --sign-key '{}': {e}", p.display()))
+            })?;
+            SigningKey::from_pem(&pem)
+                .map_err(|e| AppError::Input(format!("invalid --sign-key '{}': {e}", p.display())))
         })
         .transpose()?;
 
-    let staged = tempfile::NamedTempFile::new().map_err(|e| AppError::Failed(format!("failed to create a temp file: {e}")))?;
+    let staged = tempfile::NamedTempFile::new()
+        .map_err(|e| AppError::Failed(format!("failed to create a temp file: {e}")))?;
     let staged_path: PathBuf = staged.path().to_path_buf();
     let dir = args.path.clone();
-    let file = staged.reopen().map_err(|e| AppError::Failed(format!("failed to open the temp file: {e}")))?;
-    let (_, layer_digest, layer_size) = tokio::task::spawn_blocking(move || archive_dir(&dir, std::io::BufWriter::new(file)).and_then(|(mut w, d, s)| {
-        w.flush().map_err(|e| AppError::Failed(format!("failed to write the temp file: {e}")))?;
-        Ok(((), d, s))
-    }))
+    let file = staged
+        .reopen()
+        .map_err(|e| AppError::Failed(format!("failed to open the temp file: {e}")))?;
+    let (_, layer_digest, layer_size) = tokio::task::spawn_blocking(move || {
+        archive_dir(&dir, std::io::BufWriter::new(file)).and_then(|(mut w, d, s)| {
+            w.flush()
+                .map_err(|e| AppError::Failed(format!("failed to write the temp file: {e}")))?;
+            Ok(((), d, s))
+        })
+    })
     .await
     .map_err(|e| AppError::Failed(e.to_string()))??;
 
     let options = registry_args::options(&args.registry, &url.host)?;
-    let client = HttpConnector::new().client(&url.host, &url.repository, &options).map_err(|e| AppError::Input(e.to_string()))?;
-    let failed = |e: crate::ports::RegistryError| AppError::Failed(format!("failed to push to {url}: {e}"));
+    let client = HttpConnector::new()
+        .client(&url.host, &url.repository, &options)
+        .map_err(|e| AppError::Input(e.to_string()))?;
+    let failed =
+        |e: crate::ports::RegistryError| AppError::Failed(format!("failed to push to {url}: {e}"));
     let config = Bytes::from_static(b"{}");
     let config_digest = client.push_blob(config.clone()).await.map_err(failed)?;
     let (pushed_digest, _) = client.push_blob_file(&staged_path).await.map_err(failed)?;
@@ -182,15 +236,28 @@ pub async fn run(args: PushArgs) -> Result<(), AppError> {
         annotations,
     };
     let body = serde_json::to_vec(&manifest).map_err(|e| AppError::Failed(e.to_string()))?;
-    let digest = client.put_manifest(&tag, OCI_MANIFEST, Bytes::from(body)).await.map_err(failed)?;
+    let digest = client
+        .put_manifest(&tag, OCI_MANIFEST, Bytes::from(body))
+        .await
+        .map_err(failed)?;
 
     let signature = match key {
         Some(key) => {
             let reference = format!("{}/{}", url.host, url.repository);
-            let sig = sign::sign(&key, &reference, &digest).map_err(|e| AppError::Failed(format!("failed to sign {digest}: {e}")))?;
-            client.push_blob(Bytes::from(sig.payload.clone())).await.map_err(failed)?;
-            client.push_blob(Bytes::from(sig.config.clone())).await.map_err(failed)?;
-            client.put_manifest(&sig.tag, OCI_MANIFEST, Bytes::from(sig.manifest.clone())).await.map_err(failed)?;
+            let sig = sign::sign(&key, &reference, &digest)
+                .map_err(|e| AppError::Failed(format!("failed to sign {digest}: {e}")))?;
+            client
+                .push_blob(Bytes::from(sig.payload.clone()))
+                .await
+                .map_err(failed)?;
+            client
+                .push_blob(Bytes::from(sig.config.clone()))
+                .await
+                .map_err(failed)?;
+            client
+                .put_manifest(&sig.tag, OCI_MANIFEST, Bytes::from(sig.manifest.clone()))
+                .await
+                .map_err(failed)?;
             Some(sig.tag)
         }
         None => None,

@@ -25,7 +25,10 @@ pub async fn run(args: ReconcileArgs) -> Result<(), AppError> {
         Arc::new(verifier),
         Arc::new(input.secrets),
         Storage::new(&args.storage),
-        Settings { advertised_addr: args.storage_adv_addr.clone(), ..Settings::default() },
+        Settings {
+            advertised_addr: args.storage_adv_addr.clone(),
+            ..Settings::default()
+        },
         Arc::new(Metrics::default()),
     );
     let total = input.objects.len();
@@ -34,9 +37,17 @@ pub async fn run(args: ReconcileArgs) -> Result<(), AppError> {
     let mut not_ready = 0;
     let mut objects = Vec::with_capacity(results.len());
     for (obj, report) in results {
-        let name = format!("{}/{}", obj.metadata.namespace.as_deref().unwrap_or("default"), obj.metadata.name.as_deref().unwrap_or(""));
+        let name = format!(
+            "{}/{}",
+            obj.metadata.namespace.as_deref().unwrap_or("default"),
+            obj.metadata.name.as_deref().unwrap_or("")
+        );
         for ev in &report.events {
-            let kind = if ev.type_ == EventType::Warning { "Warning" } else { "Normal" };
+            let kind = if ev.type_ == EventType::Warning {
+                "Warning"
+            } else {
+                "Normal"
+            };
             eprintln!("{name}: {kind} {}: {}", ev.reason, ev.message);
         }
         if !report.ready() {

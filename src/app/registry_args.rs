@@ -9,7 +9,8 @@ use crate::registry::docker_config;
 use super::AppError;
 
 fn read(path: &std::path::Path, flag: &str) -> Result<Vec<u8>, AppError> {
-    std::fs::read(path).map_err(|e| AppError::Input(format!("failed to read {flag} '{}': {e}", path.display())))
+    std::fs::read(path)
+        .map_err(|e| AppError::Input(format!("failed to read {flag} '{}': {e}", path.display())))
 }
 
 /// Builds the options for `host` from the flags.
@@ -19,10 +20,14 @@ pub fn options(args: &RegistryArgs, host: &str) -> Result<RegistryOptions, AppEr
             let (user, pass) = c
                 .split_once(':')
                 .ok_or_else(|| AppError::Input("invalid --creds: expected USER:PASSWORD".into()))?;
-            Some(Credentials { username: user.to_string(), password: Redacted::new(pass.to_string()) })
+            Some(Credentials {
+                username: user.to_string(),
+                password: Redacted::new(pass.to_string()),
+            })
         }
-        None => docker_config::default_credentials(host)
-            .map_err(|e| AppError::Input(format!("failed to read the docker config for {host}: {e}")))?,
+        None => docker_config::default_credentials(host).map_err(|e| {
+            AppError::Input(format!("failed to read the docker config for {host}: {e}"))
+        })?,
     };
     let client_identity = match (&args.cert_file, &args.key_file) {
         (Some(c), Some(k)) => Some(ClientIdentity {
@@ -34,7 +39,11 @@ pub fn options(args: &RegistryArgs, host: &str) -> Result<RegistryOptions, AppEr
     Ok(RegistryOptions {
         insecure: args.insecure,
         credentials,
-        ca_pem: args.ca_file.as_deref().map(|p| read(p, "--ca-file")).transpose()?,
+        ca_pem: args
+            .ca_file
+            .as_deref()
+            .map(|p| read(p, "--ca-file"))
+            .transpose()?,
         client_identity,
         proxy: None,
         timeout: Some(args.timeout),

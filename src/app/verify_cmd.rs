@@ -21,27 +21,41 @@ pub fn policy(flags: &VerifyFlags) -> Result<Option<VerifyPolicy>, AppError> {
             .iter()
             .map(|p| {
                 std::fs::read(p)
-                    .map(|pem| TrustedKey { name: p.display().to_string(), pem })
-                    .map_err(|e| AppError::Input(format!("failed to read --key '{}': {e}", p.display())))
+                    .map(|pem| TrustedKey {
+                        name: p.display().to_string(),
+                        pem,
+                    })
+                    .map_err(|e| {
+                        AppError::Input(format!("failed to read --key '{}': {e}", p.display()))
+                    })
             })
             .collect::<Result<Vec<_>, _>>()?;
         return Ok(Some(VerifyPolicy::Keys(keys)));
     }
-    let (Some(subject), Some(issuer)) =
-        (&flags.certificate_identity_regexp, &flags.certificate_oidc_issuer_regexp)
-    else {
+    let (Some(subject), Some(issuer)) = (
+        &flags.certificate_identity_regexp,
+        &flags.certificate_oidc_issuer_regexp,
+    ) else {
         return Ok(None);
     };
-    let identity = IdentityMatch::new(issuer, subject).map_err(|e| AppError::Input(e.to_string()))?;
+    let identity =
+        IdentityMatch::new(issuer, subject).map_err(|e| AppError::Input(e.to_string()))?;
     let trusted_root_json = flags
         .trusted_root
         .as_deref()
         .map(|p| {
-            std::fs::read(p)
-                .map_err(|e| AppError::Input(format!("failed to read --trusted-root '{}': {e}", p.display())))
+            std::fs::read(p).map_err(|e| {
+                AppError::Input(format!(
+                    "failed to read --trusted-root '{}': {e}",
+                    p.display()
+                ))
+            })
         })
         .transpose()?;
-    Ok(Some(VerifyPolicy::Keyless { identities: vec![identity], trusted_root_json }))
+    Ok(Some(VerifyPolicy::Keyless {
+        identities: vec![identity],
+        trusted_root_json,
+    }))
 }
 
 /// Verifies `digest` and prints how; maps failures to exit code 3 (2 for a bad policy).
@@ -52,8 +66,14 @@ pub async fn verify(
     policy: &VerifyPolicy,
 ) -> Result<String, AppError> {
     let verifier = CosignVerifier::new().map_err(|e| AppError::Failed(e.to_string()))?;
-    match verifier.verify(registry, &url.to_string(), digest, policy).await {
-        Ok(v) => Ok(format!("verified signature of {url}@{digest} ({}, {})", v.method, v.identity)),
+    match verifier
+        .verify(registry, &url.to_string(), digest, policy)
+        .await
+    {
+        Ok(v) => Ok(format!(
+            "verified signature of {url}@{digest} ({}, {})",
+            v.method, v.identity
+        )),
         Err(e @ VerifyError::Spec(_)) => Err(AppError::Input(crate::reconcile::error::chain(&e))),
         Err(e) => Err(AppError::Verification(crate::reconcile::error::chain(&e))),
     }
@@ -61,7 +81,8 @@ pub async fn verify(
 
 /// `ocisource verify oci://REPO(:TAG|@DIGEST) ...`.
 pub async fn run(args: VerifyArgs) -> Result<(), AppError> {
-    let (url, reference) = parse_image_ref(&args.url).map_err(|e| AppError::Input(e.to_string()))?;
+    let (url, reference) =
+        parse_image_ref(&args.url).map_err(|e| AppError::Input(e.to_string()))?;
     let policy = policy(&args.verify)?.ok_or_else(|| {
         AppError::Input("nothing to verify with: give --key, or --certificate-identity-regexp with --certificate-oidc-issuer-regexp".into())
     })?;

@@ -26,7 +26,8 @@ pub struct BlobSender {
 
 /// The sync side: reads the chunks in order. The end of the channel is EOF only when the
 /// sender called [`BlobSender::finish`]; otherwise it is an `UnexpectedEof` error, so a
-/// dropped download can never pass for a complete layer.
+/// dropped download can never pass for a complete layer. Read it from a blocking thread
+/// (`spawn_blocking`), never from async code: `blocking_recv` panics inside a runtime.
 pub struct BlobReader {
     rx: mpsc::Receiver<Result<Bytes, io::Error>>,
     current: Bytes,
@@ -43,8 +44,15 @@ pub fn channel(capacity: usize) -> (BlobSender, BlobReader) {
     let (tx, rx) = mpsc::channel(capacity.max(1));
     let complete = Arc::new(AtomicBool::new(false));
     (
-        BlobSender { tx, complete: complete.clone() },
-        BlobReader { rx, current: Bytes::new(), complete },
+        BlobSender {
+            tx,
+            complete: complete.clone(),
+        },
+        BlobReader {
+            rx,
+            current: Bytes::new(),
+            complete,
+        },
     )
 }
 

@@ -32,7 +32,10 @@ impl ChunkWriter {
         if self.buf.is_empty() {
             return Ok(());
         }
-        let next = self.free.try_recv().unwrap_or_else(|_| Vec::with_capacity(CHUNK));
+        let next = self
+            .free
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(CHUNK));
         let full = std::mem::replace(&mut self.buf, next);
         self.tx
             .send(full)
@@ -76,11 +79,20 @@ impl<W: Write + Send + 'static> Sink<W> {
                     chunk.clear();
                     let _ = free_tx.try_send(chunk);
                 }
-                gz.finish()
+                let mut out = gz.finish()?;
+                out.flush()?;
+                Ok(out)
             })
             .map_err(|source| ArchiveError::Write { source })?;
-        let writer = ChunkWriter { buf: Vec::with_capacity(CHUNK), tx, free };
-        Ok(Self { tar: tar::Builder::new(writer), thread })
+        let writer = ChunkWriter {
+            buf: Vec::with_capacity(CHUNK),
+            tx,
+            free,
+        };
+        Ok(Self {
+            tar: tar::Builder::new(writer),
+            thread,
+        })
     }
 
     /// Appends a normalised directory entry.
@@ -107,7 +119,9 @@ impl<W: Write + Send + 'static> Sink<W> {
         let Self { tar, thread } = self;
         let sent = tar.into_inner().and_then(|mut w| w.ship());
         // Dropping the writer (and its sender) ends the compressor loop.
-        let joined = thread.join().map_err(|_| ArchiveError::CompressorPanicked)?;
+        let joined = thread
+            .join()
+            .map_err(|_| ArchiveError::CompressorPanicked)?;
         match (sent, joined) {
             (_, Err(source)) | (Err(source), _) => Err(ArchiveError::Write { source }),
             (Ok(()), Ok(out)) => Ok(out),

@@ -72,7 +72,10 @@ pub(super) struct Decoded<'r> {
 
 impl Read for Decoded<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf).inspect_err(|_| self.inner_failed = true)?;
+        let n = self
+            .inner
+            .read(buf)
+            .inspect_err(|_| self.inner_failed = true)?;
         self.read += n as u64;
         if self.read > self.budget {
             self.exceeded = true;
@@ -86,7 +89,10 @@ impl Read for Decoded<'_> {
 /// Errors here come from the raw reader only.
 pub(super) fn open<'r, R: Read + 'r>(reader: R, budget: u64) -> io::Result<Decoded<'r>> {
     let failure: RawFailure = Rc::new(RefCell::new(None));
-    let mut raw = Watched { inner: reader, failure: failure.clone() };
+    let mut raw = Watched {
+        inner: reader,
+        failure: failure.clone(),
+    };
     let mut head = [0u8; 4];
     let mut got = 0;
     while got < head.len() {
@@ -100,9 +106,10 @@ pub(super) fn open<'r, R: Read + 'r>(reader: R, budget: u64) -> io::Result<Decod
     let format = sniff(&head[..got]);
     let chained = Cursor::new(head).take(got as u64).chain(raw);
     let inner: Box<dyn Read + 'r> = match format {
-        Format::Gzip => {
-            Box::new(MultiGzDecoder::new(BufReader::with_capacity(INPUT_BUFFER, chained)))
-        }
+        Format::Gzip => Box::new(MultiGzDecoder::new(BufReader::with_capacity(
+            INPUT_BUFFER,
+            chained,
+        ))),
         Format::Zstd | Format::Plain => Box::new(chained),
     };
     Ok(Decoded {
@@ -128,7 +135,11 @@ pub(super) struct Exact<R> {
 impl<R: Read> Exact<R> {
     /// Expects exactly `size` bytes from `inner`.
     pub(super) fn new(inner: R, size: u64) -> Self {
-        Self { inner, left: size, failed: false }
+        Self {
+            inner,
+            left: size,
+            failed: false,
+        }
     }
 }
 
@@ -137,11 +148,16 @@ impl<R: Read> Read for Exact<R> {
         if self.left == 0 {
             return Ok(0);
         }
-        let max = buf.len().min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let max = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
         let n = match self.inner.read(&mut buf[..max]) {
             Ok(0) => {
                 self.failed = true;
-                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "entry data ends early"));
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "entry data ends early",
+                ));
             }
             Ok(n) => n,
             Err(e) => {

@@ -1,7 +1,12 @@
 //! The one error type of the archive module. Every variant about layer content names the
 //! layer digest and, when there is one, the entry path, and says what the publisher of
-//! the artifact should do. Imports nothing from tokio or any network crate.
+//! the artifact should do. Also the internal classification of reader failures into
+//! these variants. Imports nothing from tokio or any network crate.
 
+use std::io;
+
+use super::decode::{Decoded, Format};
+use super::merge::Conflict;
 use crate::domain::digest::Digest;
 
 /// A failed layer merge. On any error the caller deletes the temporary output.
@@ -53,12 +58,21 @@ pub enum ArchiveError {
     /// The entry would be written through a symlink that the layers put there.
     #[error("failed to unpack entry '{path}' of layer {layer}: its path goes through the symlink '{link}' set by a lower or earlier entry: rebuild the artifact without entries under symlinks")]
     ThroughSymlink {
-        /// Layer digest of the entry or of the symlink, whichever was read second.
+        /// Layer digest of the entry.
         layer: Digest,
         /// The entry path.
         path: String,
         /// The symlink on its way.
         link: String,
+    },
+    /// A lower-layer symlink where higher layers put entries under a directory of that
+    /// name, with no real directory replacing the symlink in between.
+    #[error("failed to unpack symlink '{path}' of layer {layer}: higher layers put entries under '{path}/', which a runtime would write through this symlink: rebuild the artifact without the symlink or with a real directory above it")]
+    SymlinkUnderEntries {
+        /// Layer digest of the symlink.
+        layer: Digest,
+        /// The symlink path.
+        path: String,
     },
     /// A hardlink entry.
     #[error("failed to unpack entry '{path}' of layer {layer}: hardlinks are not supported: rebuild the artifact with regular files")]
@@ -143,4 +157,59 @@ pub enum ArchiveError {
     /// The compressor thread panicked.
     #[error("failed to write the merged archive: the compressor thread panicked")]
     CompressorPanicked,
+}
+
+/// How reading an entry failed: a final error, or an I/O error to classify once the
+/// tar reader has let go of the decoder.
+pub(super) enum Step {
+    Fail(ArchiveError),
+    Io(io::Error),
+}
+
+impl From<ArchiveError> for Step {
+    fn from(e: ArchiveError) -> Self {
+        Self::Fail(e)
+    }
+}
+
+pub(super) fn conflict(digest: &Digest, path: String, c: Conflict) -> ArchiveError {
+    let layer = digest.clone();
+    match c {
+        Conflict::Duplicate => ArchiveError::Duplicate { layer, path },
+        Conflict::UnderFile(parent) => ArchiveError::UnderFile {
+            layer,
+            path,
+            parent,
+        },
+        Conflict::ThroughSymlink(link) => ArchiveError::ThroughSymlink { layer, path, link },
+        Conflict::SymlinkUnderEntries => ArchiveError::SymlinkUnderEntries { layer, path },
+    }
+}
+
+/// Classifies an I/O error met while reading a layer.
+pub(super) fn input_error(
+    layer: &Digest,
+    decoded: &Decoded<'_>,
+    limit: u64,
+    last: &str,
+    e: io::Error,
+) -> ArchiveError {
+    let layer = layer.clone();
+    if decoded.exceeded {
+        return ArchiveError::TooLarge { layer, limit };
+    }
+    if let Some((kind, msg)) = decoded.raw_failure.borrow().as_ref() {
+        return ArchiveError::Read {
+            layer,
+            source: io::Error::new(*kind, msg.clone()),
+        };
+    }
+    if decoded.inner_failed && decoded.format == Format::Gzip {
+        return ArchiveError::MalformedGzip { layer, cause: e };
+    }
+    ArchiveError::MalformedTar {
+        layer,
+        after: last.to_string(),
+        cause: e,
+    }
 }

@@ -70,6 +70,9 @@ pub(super) enum Conflict {
     UnderFile(String),
     /// The path goes through this symlink.
     ThroughSymlink(String),
+    /// This lower-layer symlink sits where higher layers unpacked entries under a
+    /// directory of the same name: a runtime would write them through it.
+    SymlinkUnderEntries,
 }
 
 /// Merge state across layers.
@@ -135,12 +138,16 @@ impl State {
                         *explicit_low = Some(explicit_low.map_or(layer, |m| m.max(layer)));
                     }
                     _ if same_layer => return Err(Conflict::Duplicate),
-                    (Node::Dir { explicit_low, child_low: Some(child) }, Kind::Symlink)
-                        if explicit_low.is_none_or(|m| m < *child) =>
-                    {
+                    (
+                        Node::Dir {
+                            explicit_low,
+                            child_low: Some(child),
+                        },
+                        Kind::Symlink,
+                    ) if explicit_low.is_none_or(|m| m < *child) => {
                         // Entries of higher layers were unpacked under this path with no
                         // real directory replacing the symlink in between.
-                        return Err(Conflict::ThroughSymlink(path.into()));
+                        return Err(Conflict::SymlinkUnderEntries);
                     }
                     _ => {}
                 }
@@ -148,7 +155,11 @@ impl State {
             }
         };
         for a in ancestors(path) {
-            if let Some(Rec { node: Node::Dir { child_low, .. }, .. }) = self.seen.get_mut(a) {
+            if let Some(Rec {
+                node: Node::Dir { child_low, .. },
+                ..
+            }) = self.seen.get_mut(a)
+            {
                 *child_low = Some(child_low.map_or(layer, |c| c.max(layer)));
             }
         }
@@ -159,17 +170,37 @@ impl State {
     /// each missing ancestor).
     pub(super) fn record(&mut self, path: String, kind: Kind, layer: u32, ignored: bool) {
         let node = match kind {
-            Kind::Dir => Node::Dir { explicit_low: Some(layer), child_low: None },
+            Kind::Dir => Node::Dir {
+                explicit_low: Some(layer),
+                child_low: None,
+            },
             Kind::Symlink => Node::Symlink,
             _ => Node::File,
         };
-        self.seen.insert(path, Rec { node, layer, ignored });
+        self.seen.insert(
+            path,
+            Rec {
+                node,
+                layer,
+                ignored,
+            },
+        );
     }
 
     /// Records a synthesised parent directory with a child in `layer`.
     pub(super) fn record_parent(&mut self, path: String, layer: u32, ignored: bool) {
-        let node = Node::Dir { explicit_low: None, child_low: Some(layer) };
-        self.seen.insert(path, Rec { node, layer, ignored });
+        let node = Node::Dir {
+            explicit_low: None,
+            child_low: Some(layer),
+        };
+        self.seen.insert(
+            path,
+            Rec {
+                node,
+                layer,
+                ignored,
+            },
+        );
     }
 
     /// Every winning path under `dir` (`""` = all), with its record.
@@ -207,11 +238,19 @@ mod tests {
         let mut s = State::default();
         assert_eq!(
             win(&mut s, 0, "a/b/c", Kind::File),
-            Ok(Place::Win { missing: vec!["a".into(), "a/b".into()] })
+            Ok(Place::Win {
+                missing: vec!["a".into(), "a/b".into()]
+            })
         );
-        assert_eq!(win(&mut s, 0, "a/b/d", Kind::File), Ok(Place::Win { missing: vec![] }));
+        assert_eq!(
+            win(&mut s, 0, "a/b/d", Kind::File),
+            Ok(Place::Win { missing: vec![] })
+        );
         assert_eq!(win(&mut s, 1, "a/b/c", Kind::File), Ok(Place::Skip));
-        assert_eq!(win(&mut s, 0, "a/b/c", Kind::File), Err(Conflict::Duplicate));
+        assert_eq!(
+            win(&mut s, 0, "a/b/c", Kind::File),
+            Err(Conflict::Duplicate)
+        );
         assert_eq!(
             win(&mut s, 0, "a/b", Kind::Dir),
             Ok(Place::Skip),
@@ -224,7 +263,10 @@ mod tests {
         let mut s = State::default();
         s.hide("x".into());
         s.make_opaque("d".into());
-        assert!(matches!(win(&mut s, 0, "x/keep", Kind::File), Ok(Place::Win { .. })));
+        assert!(matches!(
+            win(&mut s, 0, "x/keep", Kind::File),
+            Ok(Place::Win { .. })
+        ));
         s.end_layer();
         assert_eq!(win(&mut s, 1, "x/other", Kind::File), Ok(Place::Skip));
         assert_eq!(win(&mut s, 1, "d/f", Kind::File), Ok(Place::Skip));
@@ -241,15 +283,24 @@ mod tests {
         assert_eq!(win(&mut s, 1, "etc/passwd", Kind::File), Ok(Place::Skip));
         win(&mut s, 0, "ln", Kind::Symlink).unwrap();
         assert_eq!(win(&mut s, 1, "ln/x", Kind::File), Ok(Place::Skip));
-        assert_eq!(win(&mut s, 0, "ln/y", Kind::File), Err(Conflict::ThroughSymlink("ln".into())));
-        assert_eq!(win(&mut s, 0, "etc/y", Kind::File), Err(Conflict::UnderFile("etc".into())));
+        assert_eq!(
+            win(&mut s, 0, "ln/y", Kind::File),
+            Err(Conflict::ThroughSymlink("ln".into()))
+        );
+        assert_eq!(
+            win(&mut s, 0, "etc/y", Kind::File),
+            Err(Conflict::UnderFile("etc".into()))
+        );
     }
 
     #[test]
     fn lower_symlink_under_higher_entries_is_refused_unless_a_real_dir_replaced_it() {
         let mut s = State::default();
         win(&mut s, 0, "a/x", Kind::File).unwrap();
-        assert_eq!(win(&mut s, 1, "a", Kind::Symlink), Err(Conflict::ThroughSymlink("a".into())));
+        assert_eq!(
+            win(&mut s, 1, "a", Kind::Symlink),
+            Err(Conflict::SymlinkUnderEntries)
+        );
         let mut s = State::default();
         win(&mut s, 0, "a/x", Kind::File).unwrap();
         win(&mut s, 1, "a", Kind::Dir).unwrap();
@@ -257,7 +308,10 @@ mod tests {
         let mut s = State::default();
         win(&mut s, 0, "a", Kind::Dir).unwrap();
         win(&mut s, 1, "a/x", Kind::File).unwrap();
-        assert_eq!(win(&mut s, 2, "a", Kind::Symlink), Err(Conflict::ThroughSymlink("a".into())));
+        assert_eq!(
+            win(&mut s, 2, "a", Kind::Symlink),
+            Err(Conflict::SymlinkUnderEntries)
+        );
     }
 
     #[test]

@@ -38,7 +38,8 @@ use crate::domain::manifest::Descriptor;
 use compress::Sink;
 use decode::{Decoded, Exact, Format};
 pub use error::ArchiveError;
-use merge::{Conflict, Place, State};
+use error::{conflict, input_error, Step};
+use merge::{Place, State};
 use normalise::{clean_path, file_mode, kind_of, split, whiteout, Kind, Whiteout};
 
 /// Largest `.sourceignore` read into memory.
@@ -125,7 +126,8 @@ impl<W: Write + Send + 'static> Merger<W> {
 
     /// Merges one layer (gzip, zstd or plain tar, sniffed). Layers are given from the
     /// TOP layer (last in the manifest) down to the bottom one. The reader is read to its
-    /// end, so a digest-checking stream gets to check.
+    /// end, so a digest-checking stream gets to check. After an error the merger is in an
+    /// undefined state: drop it and delete the output.
     pub fn add_layer(&mut self, layer: &Descriptor, reader: impl Read) -> Result<(), ArchiveError> {
         let digest = &layer.digest;
         if self.sink.is_none() {
@@ -133,17 +135,28 @@ impl<W: Write + Send + 'static> Merger<W> {
                 self.sink = Some(Sink::start(out)?);
             }
         }
-        let budget = self.limits.max_uncompressed_bytes.saturating_sub(self.read_bytes);
-        let mut decoded = decode::open(reader, budget)
-            .map_err(|source| ArchiveError::Read { layer: digest.clone(), source })?;
+        let budget = self
+            .limits
+            .max_uncompressed_bytes
+            .saturating_sub(self.read_bytes);
+        let mut decoded = decode::open(reader, budget).map_err(|source| ArchiveError::Read {
+            layer: digest.clone(),
+            source,
+        })?;
         if decoded.format == Format::Zstd {
-            return Err(ArchiveError::Zstd { layer: digest.clone() });
+            return Err(ArchiveError::Zstd {
+                layer: digest.clone(),
+            });
         }
         let mut last = String::new();
-        let result = self.entries(digest, &mut decoded, &mut last).and_then(|()| {
-            // Read to the end: trailing gzip members, and the digest check of the stream.
-            io::copy(&mut decoded, &mut io::sink()).map(drop).map_err(Step::Io)
-        });
+        let result = self
+            .entries(digest, &mut decoded, &mut last)
+            .and_then(|()| {
+                // Read to the end: trailing gzip members, and the digest check of the stream.
+                io::copy(&mut decoded, &mut io::sink())
+                    .map(drop)
+                    .map_err(Step::Io)
+            });
         let limit = self.limits.max_uncompressed_bytes;
         let result = result.map_err(|step| match step {
             Step::Fail(e) => e,
@@ -197,10 +210,19 @@ impl<W: Write + Send + 'static> Merger<W> {
         let mode = header.mode().unwrap_or(0o644);
         match kind {
             Kind::Hardlink => {
-                return Err(ArchiveError::Hardlink { layer: digest.clone(), path }.into())
+                return Err(ArchiveError::Hardlink {
+                    layer: digest.clone(),
+                    path,
+                }
+                .into())
             }
             Kind::Special(kind) => {
-                return Err(ArchiveError::SpecialFile { layer: digest.clone(), path, kind }.into())
+                return Err(ArchiveError::SpecialFile {
+                    layer: digest.clone(),
+                    path,
+                    kind,
+                }
+                .into())
             }
             Kind::Meta => return Ok(()),
             Kind::File | Kind::Dir | Kind::Symlink => {}
@@ -228,7 +250,8 @@ impl<W: Write + Send + 'static> Merger<W> {
         for dir in missing {
             let ignored = self.rules.is_ignored(&dir, true);
             if !ignored {
-                self.write(|s| s.dir(&dir)).map_err(|e| self.write_error(e))?;
+                self.write(|s| s.dir(&dir))
+                    .map_err(|e| self.write_error(e))?;
                 self.stats.dirs += 1;
             }
             self.state.record_parent(dir, self.layer, ignored);
@@ -237,7 +260,8 @@ impl<W: Write + Send + 'static> Merger<W> {
         if ignored || kind == Kind::Symlink {
             self.stats.skipped += 1;
         } else if kind == Kind::Dir {
-            self.write(|s| s.dir(&path)).map_err(|e| self.write_error(e))?;
+            self.write(|s| s.dir(&path))
+                .map_err(|e| self.write_error(e))?;
             self.stats.dirs += 1;
         } else if split(&path).1 == SOURCEIGNORE {
             let size = entry.size();
@@ -251,7 +275,9 @@ impl<W: Write + Send + 'static> Merger<W> {
                 .into());
             }
             let mut content = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-            Exact::new(&mut *entry, size).read_to_end(&mut content).map_err(Step::Io)?;
+            Exact::new(&mut *entry, size)
+                .read_to_end(&mut content)
+                .map_err(Step::Io)?;
             self.sourceignore(digest, &path, &String::from_utf8_lossy(&content))?;
             self.write(|s| s.file(&path, file_mode(mode), size, &content[..]))
                 .map_err(|e| self.write_error(e))?;
@@ -349,49 +375,9 @@ impl<W: Write + Send + 'static> Merger<W> {
             }
         };
         let out = sink.finish()?;
-        Ok(MergeOutcome::Done { out, stats: self.stats })
+        Ok(MergeOutcome::Done {
+            out,
+            stats: self.stats,
+        })
     }
-}
-
-/// How reading an entry failed: a final error, or an I/O error to classify once the
-/// tar reader has let go of the decoder.
-enum Step {
-    Fail(ArchiveError),
-    Io(io::Error),
-}
-
-impl From<ArchiveError> for Step {
-    fn from(e: ArchiveError) -> Self {
-        Self::Fail(e)
-    }
-}
-
-fn conflict(digest: &Digest, path: String, c: Conflict) -> ArchiveError {
-    let layer = digest.clone();
-    match c {
-        Conflict::Duplicate => ArchiveError::Duplicate { layer, path },
-        Conflict::UnderFile(parent) => ArchiveError::UnderFile { layer, path, parent },
-        Conflict::ThroughSymlink(link) => ArchiveError::ThroughSymlink { layer, path, link },
-    }
-}
-
-/// Classifies an I/O error met while reading a layer.
-fn input_error(
-    layer: &Digest,
-    decoded: &Decoded<'_>,
-    limit: u64,
-    last: &str,
-    e: io::Error,
-) -> ArchiveError {
-    let layer = layer.clone();
-    if decoded.exceeded {
-        return ArchiveError::TooLarge { layer, limit };
-    }
-    if let Some((kind, msg)) = decoded.raw_failure.borrow().as_ref() {
-        return ArchiveError::Read { layer, source: io::Error::new(*kind, msg.clone()) };
-    }
-    if decoded.inner_failed && decoded.format == Format::Gzip {
-        return ArchiveError::MalformedGzip { layer, cause: e };
-    }
-    ArchiveError::MalformedTar { layer, after: last.to_string(), cause: e }
 }

@@ -102,7 +102,10 @@ pub(super) fn split(path: &str) -> (&str, &str) {
 
 /// The proper ancestors of `path`, shallowest first: `a`, `a/b` for `a/b/c`.
 pub(super) fn ancestors(path: &str) -> impl Iterator<Item = &str> {
-    path.bytes().enumerate().filter(|(_, b)| *b == b'/').map(move |(i, _)| &path[..i])
+    path.bytes()
+        .enumerate()
+        .filter(|(_, b)| *b == b'/')
+        .map(move |(i, _)| &path[..i])
 }
 
 /// Normalised mode of a regular file: 0700 if any exec bit was set, else 0600.

@@ -78,7 +78,10 @@ pub(super) fn merge(
 }
 
 pub(super) fn no_ignores() -> MergeOptions {
-    MergeOptions { ignore: IgnoreRules::none(), limits: Limits::default() }
+    MergeOptions {
+        ignore: IgnoreRules::none(),
+        limits: Limits::default(),
+    }
 }
 
 /// The output entries: (path, type, mode, content).
@@ -97,13 +100,21 @@ pub(super) fn listing(targz: &[u8]) -> Vec<(String, char, u32, String)> {
     for e in a.entries().unwrap() {
         let mut e = e.unwrap();
         let h = e.header().clone();
-        assert_eq!((h.uid().unwrap(), h.gid().unwrap(), h.mtime().unwrap()), (0, 0, 0));
+        assert_eq!(
+            (h.uid().unwrap(), h.gid().unwrap(), h.mtime().unwrap()),
+            (0, 0, 0)
+        );
         assert_eq!(h.username_bytes().unwrap_or_default(), b"");
         assert_eq!(h.groupname_bytes().unwrap_or_default(), b"");
         let t = if h.entry_type().is_dir() { 'd' } else { 'f' };
         let mut s = String::new();
         e.read_to_string(&mut s).unwrap();
-        out.push((e.path().unwrap().to_string_lossy().into_owned(), t, h.mode().unwrap(), s));
+        out.push((
+            e.path().unwrap().to_string_lossy().into_owned(),
+            t,
+            h.mode().unwrap(),
+            s,
+        ));
     }
     out
 }
@@ -126,13 +137,22 @@ fn higher_layers_override_lower_ones_across_four_layers() {
         E::File("app/c", "1"),
         E::File("app/d", "1"),
     ]);
-    let l2 = tar_of(&[E::File("app/b", "2"), E::File("app/c", "2"), E::File("app/d", "2")]);
+    let l2 = tar_of(&[
+        E::File("app/b", "2"),
+        E::File("app/c", "2"),
+        E::File("app/d", "2"),
+    ]);
     let l3 = tar_of(&[E::File("app/c", "3"), E::File("app/d", "3"), E::Dir("app")]);
     let l4 = tar_of(&[E::File("app/d", "4"), E::File("top", "4")]);
     let (out, stats) = done(merge(&[gz(&l4), l3, gz(&l2), l1], no_ignores()).unwrap());
     let list = listing(&out);
-    for (p, want) in [("app/a", "1"), ("app/b", "2"), ("app/c", "3"), ("app/d", "4"), ("top", "4")]
-    {
+    for (p, want) in [
+        ("app/a", "1"),
+        ("app/b", "2"),
+        ("app/c", "3"),
+        ("app/d", "4"),
+        ("top", "4"),
+    ] {
         assert_eq!(content(&list, p), Some(want), "{p}");
     }
     let mut all = paths(&out);
@@ -152,7 +172,11 @@ fn whiteouts_hide_lower_layers_but_not_their_own() {
         E::File("keep", "k"),
         E::File("file", "f"),
     ]);
-    let top = tar_of(&[E::File(".wh.gone", ""), E::File("gone/new", "n"), E::File(".wh.file", "")]);
+    let top = tar_of(&[
+        E::File(".wh.gone", ""),
+        E::File("gone/new", "n"),
+        E::File(".wh.file", ""),
+    ]);
     let (out, _) = done(merge(&[top, bottom], no_ignores()).unwrap());
     assert_eq!(paths(&out), vec!["gone", "gone/new", "keep"]);
 }
@@ -165,7 +189,11 @@ fn opaque_directory_hides_all_lower_content() {
         E::File("d/sub/old", "o"),
         E::File("other", "o"),
     ]);
-    let top = tar_of(&[E::Dir("d"), E::File("d/.wh..wh..opq", ""), E::File("d/new", "n")]);
+    let top = tar_of(&[
+        E::Dir("d"),
+        E::File("d/.wh..wh..opq", ""),
+        E::File("d/new", "n"),
+    ]);
     let (out, _) = done(merge(&[top, bottom], no_ignores()).unwrap());
     assert_eq!(paths(&out), vec!["d", "d/new", "other"]);
 }
@@ -190,7 +218,10 @@ fn parents_are_synthesised_before_children_and_normalised() {
             ("a/run.sh", 'f', 0o700)
         ]
     );
-    assert_eq!(stats.skipped, 2, "the explicit dir already written and the symlink");
+    assert_eq!(
+        stats.skipped, 2,
+        "the explicit dir already written and the symlink"
+    );
 }
 
 #[test]
@@ -235,7 +266,10 @@ fn sourceignore_seen_first_applies_in_one_pass_and_is_kept() {
     ]);
     let bottom = tar_of(&[E::File("sub/c.txt", "t"), E::File("sub/keep.yaml", "k")]);
     let (out, _) = done(merge(&[top, bottom], no_ignores()).unwrap());
-    assert_eq!(paths(&out), vec!["sub", "sub/.sourceignore", "b.txt", "sub/keep.yaml"]);
+    assert_eq!(
+        paths(&out),
+        vec!["sub", "sub/.sourceignore", "b.txt", "sub/keep.yaml"]
+    );
 }
 
 #[test]
@@ -253,22 +287,41 @@ fn late_sourceignore_asks_for_a_second_pass_that_then_converges() {
     for (dir, text) in &found {
         ignore.add_sourceignore(dir, text);
     }
-    let (out, _) =
-        done(merge(&layers, MergeOptions { ignore, limits: Limits::default() }).unwrap());
+    let (out, _) = done(
+        merge(
+            &layers,
+            MergeOptions {
+                ignore,
+                limits: Limits::default(),
+            },
+        )
+        .unwrap(),
+    );
     assert_eq!(paths(&out), vec!["y.yaml", ".sourceignore"]);
 }
 
 #[test]
 fn late_sourceignore_that_reincludes_a_skipped_file_also_needs_a_second_pass() {
-    let layer = tar_of(&[E::File("logo.png", "p"), E::File(".sourceignore", "!logo.png\n")]);
+    let layer = tar_of(&[
+        E::File("logo.png", "p"),
+        E::File(".sourceignore", "!logo.png\n"),
+    ]);
     let found = match merge(std::slice::from_ref(&layer), MergeOptions::default()).unwrap() {
         MergeOutcome::NeedsSecondPass { sourceignore } => sourceignore,
         MergeOutcome::Done { .. } => panic!("logo.png was skipped before the rule that keeps it"),
     };
     let mut ignore = IgnoreRules::flux_default();
     ignore.add_sourceignore(&found[0].0, &found[0].1);
-    let (out, _) =
-        done(merge(&[layer], MergeOptions { ignore, limits: Limits::default() }).unwrap());
+    let (out, _) = done(
+        merge(
+            &[layer],
+            MergeOptions {
+                ignore,
+                limits: Limits::default(),
+            },
+        )
+        .unwrap(),
+    );
     assert_eq!(paths(&out), vec!["logo.png", ".sourceignore"]);
 }
 
@@ -329,13 +382,53 @@ async fn bridge_feeds_blob_streams_into_the_merge() {
     let top = gz(&tar_of(&[E::File("a", "top")]));
     let bottom = tar_of(&[E::File("a", "bottom"), E::File("b", "b")]);
     let stream = |blob: Vec<u8>| -> crate::ports::BlobStream {
-        let chunks: Vec<Result<bytes::Bytes, crate::ports::RegistryError>> =
-            blob.chunks(1000).map(|c| Ok(bytes::Bytes::copy_from_slice(c))).collect();
+        let chunks: Vec<Result<bytes::Bytes, crate::ports::RegistryError>> = blob
+            .chunks(1000)
+            .map(|c| Ok(bytes::Bytes::copy_from_slice(c)))
+            .collect();
         Box::pin(futures::stream::iter(chunks))
     };
-    let layers = vec![(desc(&top), stream(top.clone())), (desc(&bottom), stream(bottom.clone()))];
-    let outcome = bridge::merge_layers(Vec::new(), no_ignores(), layers).await.unwrap();
+    let layers = vec![
+        (desc(&top), stream(top.clone())),
+        (desc(&bottom), stream(bottom.clone())),
+    ];
+    let outcome = bridge::merge_layers(Vec::new(), no_ignores(), layers)
+        .await
+        .unwrap();
     let (out, _) = done(outcome);
     let list = listing(&out);
-    assert_eq!((content(&list, "a"), content(&list, "b")), (Some("top"), Some("b")));
+    assert_eq!(
+        (content(&list, "a"), content(&list, "b")),
+        (Some("top"), Some("b"))
+    );
+}
+
+#[test]
+fn a_higher_file_or_symlink_hides_a_lower_directory_tree() {
+    let bottom = tar_of(&[
+        E::File("conf/a.yaml", "a"),
+        E::File("data/x", "x"),
+        E::File("keep", "k"),
+    ]);
+    let top = tar_of(&[E::File("conf", "now a file"), E::Link("data", "elsewhere")]);
+    let (out, _) = done(merge(&[top, bottom], no_ignores()).unwrap());
+    let list = listing(&out);
+    assert_eq!(paths(&out), vec!["conf", "keep"]);
+    assert_eq!(content(&list, "conf"), Some("now a file"));
+}
+
+#[test]
+fn a_higher_sourceignore_filters_lower_layers_in_one_pass() {
+    let top = tar_of(&[E::File(".sourceignore", "/build/\n*.log\n")]);
+    let bottom = tar_of(&[
+        E::File("build/out.bin", "b"),
+        E::File("x.log", "l"),
+        E::File("src/a.rs", "a"),
+    ]);
+    let (out, stats) = done(merge(&[top, bottom], no_ignores()).unwrap());
+    assert_eq!(paths(&out), vec![".sourceignore", "src", "src/a.rs"]);
+    assert_eq!(
+        stats.skipped, 2,
+        "build/out.bin and x.log; the implied build/ is not an entry"
+    );
 }

@@ -25,14 +25,20 @@ fn refused_with(
     };
     let msg = err.to_string();
     let digest = desc(&top_first[culprit]).digest.to_string();
-    assert!(msg.contains(&digest), "message lacks the layer digest: {msg}");
+    assert!(
+        msg.contains(&digest),
+        "message lacks the layer digest: {msg}"
+    );
     assert!(msg.contains(path), "message lacks '{path}': {msg}");
     (err, msg)
 }
 
 #[test]
 fn absolute_paths_are_refused() {
-    let layer = tar_of(&[E::File("ok", "1"), E::Raw(b"/etc/passwd", EntryType::Regular, "x")]);
+    let layer = tar_of(&[
+        E::File("ok", "1"),
+        E::Raw(b"/etc/passwd", EntryType::Regular, "x"),
+    ]);
     let (err, msg) = refused(&[layer], 0, "/etc/passwd");
     assert!(matches!(err, ArchiveError::UnsafePath { .. }), "{err:?}");
     assert!(msg.contains("absolute"), "{msg}");
@@ -42,22 +48,31 @@ fn absolute_paths_are_refused() {
 fn dot_dot_components_are_refused() {
     let layer = tar_of(&[E::Raw(b"a/../../escape", EntryType::Regular, "x")]);
     let (err, msg) = refused(&[layer], 0, "a/../../escape");
-    assert!(matches!(err, ArchiveError::UnsafePath { .. }) && msg.contains("'..'"), "{msg}");
+    assert!(
+        matches!(err, ArchiveError::UnsafePath { .. }) && msg.contains("'..'"),
+        "{msg}"
+    );
 }
 
 #[test]
 fn entries_through_a_symlink_of_the_same_layer_are_refused() {
     let layer = tar_of(&[E::Link("etc", "/etc"), E::File("etc/cron.d/job", "x")]);
     let (err, msg) = refused(&[layer], 0, "etc/cron.d/job");
-    assert!(matches!(err, ArchiveError::ThroughSymlink { ref link, .. } if link == "etc"), "{msg}");
+    assert!(
+        matches!(err, ArchiveError::ThroughSymlink { ref link, .. } if link == "etc"),
+        "{msg}"
+    );
 }
 
 #[test]
 fn higher_entries_through_a_lower_symlink_are_refused() {
     let top = tar_of(&[E::File("etc/passwd", "x")]);
     let bottom = tar_of(&[E::Link("etc", "/etc")]);
-    let (err, msg) = refused(&[top, bottom], 1, "etc");
-    assert!(matches!(err, ArchiveError::ThroughSymlink { .. }), "{msg}");
+    let (err, msg) = refused(&[top, bottom], 1, "'etc'");
+    assert!(
+        matches!(err, ArchiveError::SymlinkUnderEntries { .. }),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -73,7 +88,10 @@ fn a_real_directory_in_a_higher_layer_makes_a_lower_symlink_harmless() {
 fn hardlinks_are_refused() {
     let layer = tar_of(&[E::File("a", "1"), E::Raw(b"b", EntryType::Link, "")]);
     let (err, msg) = refused(&[layer], 0, "'b'");
-    assert!(matches!(err, ArchiveError::Hardlink { .. }) && msg.contains("hardlink"), "{msg}");
+    assert!(
+        matches!(err, ArchiveError::Hardlink { .. }) && msg.contains("hardlink"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -85,7 +103,10 @@ fn devices_and_fifos_are_refused() {
     ] {
         let layer = tar_of(&[E::Raw(b"dev/thing", kind, "")]);
         let (err, msg) = refused(&[layer], 0, "dev/thing");
-        assert!(matches!(err, ArchiveError::SpecialFile { .. }) && msg.contains(word), "{msg}");
+        assert!(
+            matches!(err, ArchiveError::SpecialFile { .. }) && msg.contains(word),
+            "{msg}"
+        );
     }
 }
 
@@ -95,7 +116,10 @@ fn a_path_twice_in_one_layer_is_refused() {
     let (err, _) = refused(&[layer], 0, "'a'");
     assert!(matches!(err, ArchiveError::Duplicate { .. }), "{err:?}");
     let dirs_twice = tar_of(&[E::Dir("d"), E::Dir("d"), E::File("d/f", "")]);
-    assert!(merge(&[dirs_twice], no_ignores()).is_ok(), "a directory listed twice is harmless");
+    assert!(
+        merge(&[dirs_twice], no_ignores()).is_ok(),
+        "a directory listed twice is harmless"
+    );
 }
 
 #[test]
@@ -141,14 +165,29 @@ fn zstd_layers_get_a_clear_error() {
 fn uncompressed_bytes_are_capped_across_layers() {
     let top = gz(&tar_of(&[E::File("a", &"a".repeat(20_000))]));
     let bottom = gz(&tar_of(&[E::File("b", &"b".repeat(20_000))]));
-    let limits = Limits { max_uncompressed_bytes: 30_000, ..Limits::default() };
-    let opts = MergeOptions { ignore: IgnoreRules::none(), limits: limits.clone() };
+    let limits = Limits {
+        max_uncompressed_bytes: 30_000,
+        ..Limits::default()
+    };
+    let opts = MergeOptions {
+        ignore: IgnoreRules::none(),
+        limits: limits.clone(),
+    };
     let err = merge(&[top.clone(), bottom.clone()], opts).unwrap_err();
-    assert!(matches!(err, ArchiveError::TooLarge { limit: 30_000, .. }), "{err:?}");
-    assert!(err.to_string().contains(&desc(&bottom).digest.to_string()), "{err}");
+    assert!(
+        matches!(err, ArchiveError::TooLarge { limit: 30_000, .. }),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains(&desc(&bottom).digest.to_string()),
+        "{err}"
+    );
     let roomy = MergeOptions {
         ignore: IgnoreRules::none(),
-        limits: Limits { max_uncompressed_bytes: 50_000, ..limits },
+        limits: Limits {
+            max_uncompressed_bytes: 50_000,
+            ..limits
+        },
     };
     assert!(merge(&[top, bottom], roomy).is_ok());
 }
@@ -157,10 +196,19 @@ fn uncompressed_bytes_are_capped_across_layers() {
 fn entries_are_capped_across_layers() {
     let top = tar_of(&[E::File("a", ""), E::File("b", "")]);
     let bottom = tar_of(&[E::File("c", ""), E::File("d", "")]);
-    let limits = Limits { max_entries: 3, ..Limits::default() };
-    let opts = MergeOptions { ignore: IgnoreRules::none(), limits };
+    let limits = Limits {
+        max_entries: 3,
+        ..Limits::default()
+    };
+    let opts = MergeOptions {
+        ignore: IgnoreRules::none(),
+        limits,
+    };
     let (err, _) = refused_with(&[top, bottom], opts, 1, "'d'");
-    assert!(matches!(err, ArchiveError::TooManyEntries { limit: 3, .. }), "{err:?}");
+    assert!(
+        matches!(err, ArchiveError::TooManyEntries { limit: 3, .. }),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -177,16 +225,32 @@ fn a_failing_stream_is_a_read_error_not_a_format_error() {
             Ok(n)
         }
     }
-    for blob in [tar_of(&[E::File("a", &"x".repeat(3000))]), gz(&tar_of(&[E::File("a", "1")]))] {
+    for blob in [
+        tar_of(&[E::File("a", &"x".repeat(3000))]),
+        gz(&tar_of(&[E::File("a", "1")])),
+    ] {
         let mut m = Merger::new(Vec::new(), no_ignores());
         let err = m.add_layer(&desc(&blob), Failing(&blob)).unwrap_err();
         assert!(matches!(err, ArchiveError::Read { .. }), "{err:?}");
         let chain = format!(
             "{err}: {}",
-            std::error::Error::source(&err).map(ToString::to_string).unwrap_or_default()
+            std::error::Error::source(&err)
+                .map(ToString::to_string)
+                .unwrap_or_default()
         );
         assert!(chain.contains("digest mismatch"), "{chain}");
     }
+}
+
+#[test]
+fn an_oversized_sourceignore_is_refused() {
+    let big = "#".repeat(usize::try_from(MAX_SOURCEIGNORE_BYTES).unwrap() + 1);
+    let layer = tar_of(&[E::File("d/.sourceignore", &big)]);
+    let (err, _) = refused(&[layer], 0, "d/.sourceignore");
+    assert!(
+        matches!(err, ArchiveError::SourceIgnoreTooLarge { .. }),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -200,9 +264,15 @@ fn a_second_pass_never_asks_for_a_third() {
     ]);
     let mut ignore = IgnoreRules::none();
     ignore.add_sourceignore("other", "*.md\n");
-    let opts = MergeOptions { ignore, limits: Limits::default() };
+    let opts = MergeOptions {
+        ignore,
+        limits: Limits::default(),
+    };
     let (err, _) = refused_with(&[layer], opts, 0, "sub/.sourceignore");
-    assert!(matches!(err, ArchiveError::SourceIgnoreUnstable { .. }), "{err:?}");
+    assert!(
+        matches!(err, ArchiveError::SourceIgnoreUnstable { .. }),
+        "{err:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -212,7 +282,10 @@ async fn a_registry_error_mid_stream_fails_the_merge_with_the_layer_named() {
     let digest = desc(&blob).digest.to_string();
     let chunks: Vec<Result<bytes::Bytes, RegistryError>> = vec![
         Ok(bytes::Bytes::copy_from_slice(&blob[..blob.len() / 2])),
-        Err(RegistryError::new(RegistryErrorKind::Integrity, "blob digest mismatch")),
+        Err(RegistryError::new(
+            RegistryErrorKind::Integrity,
+            "blob digest mismatch",
+        )),
     ];
     let stream: crate::ports::BlobStream = Box::pin(futures::stream::iter(chunks));
     let err = bridge::merge_layers(Vec::new(), no_ignores(), vec![(desc(&blob), stream)])
@@ -220,23 +293,38 @@ async fn a_registry_error_mid_stream_fails_the_merge_with_the_layer_named() {
         .unwrap_err();
     let chain = format!(
         "{err}: {}",
-        std::error::Error::source(&err).map(ToString::to_string).unwrap_or_default()
+        std::error::Error::source(&err)
+            .map(ToString::to_string)
+            .unwrap_or_default()
     );
-    assert!(matches!(err, bridge::BridgeError::Merge(ArchiveError::Read { .. })), "{err:?}");
-    assert!(chain.contains(&digest) && chain.contains("blob digest mismatch"), "{chain}");
+    assert!(
+        matches!(err, bridge::BridgeError::Merge(ArchiveError::Read { .. })),
+        "{err:?}"
+    );
+    assert!(
+        chain.contains(&digest) && chain.contains("blob digest mismatch"),
+        "{chain}"
+    );
 }
 
 #[test]
 fn a_download_dropped_before_its_end_is_not_a_clean_eof() {
     let (tx, mut rx) = bridge::channel(2);
-    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-    rt.block_on(tx.send(Ok(bytes::Bytes::from_static(b"partial")))).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(tx.send(Ok(bytes::Bytes::from_static(b"partial"))))
+        .unwrap();
     drop(tx);
     let mut got = Vec::new();
     let err = rx.read_to_end(&mut got).unwrap_err();
-    assert_eq!((err.kind(), got.as_slice()), (io::ErrorKind::UnexpectedEof, &b"partial"[..]));
+    assert_eq!(
+        (err.kind(), got.as_slice()),
+        (io::ErrorKind::UnexpectedEof, &b"partial"[..])
+    );
     let (tx, mut rx) = bridge::channel(2);
-    rt.block_on(tx.send(Ok(bytes::Bytes::from_static(b"whole")))).unwrap();
+    rt.block_on(tx.send(Ok(bytes::Bytes::from_static(b"whole"))))
+        .unwrap();
     tx.finish();
     let mut got = Vec::new();
     rx.read_to_end(&mut got).unwrap();

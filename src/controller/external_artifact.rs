@@ -20,13 +20,24 @@ pub async fn publish(kctx: &KubeContext, source: &OciRepository) {
             return;
         }
     };
-    let (Some(ns), Some(name)) = (ea.metadata.namespace.clone(), ea.metadata.name.clone()) else { return };
+    let (Some(ns), Some(name)) = (ea.metadata.namespace.clone(), ea.metadata.name.clone()) else {
+        return;
+    };
     let api: Api<ExternalArtifact> = Api::namespaced(kctx.client.clone(), &ns);
-    let applied = api.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&ea)).await;
+    let applied = api
+        .patch(
+            &name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&ea),
+        )
+        .await;
     let result = match applied {
         Ok(_) => {
-            let status = serde_json::json!({ "status": ExternalArtifactStatus::from_source(source) });
-            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await.map(|_| ())
+            let status =
+                serde_json::json!({ "status": ExternalArtifactStatus::from_source(source) });
+            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                .await
+                .map(|_| ())
         }
         Err(e) => Err(e),
     };
@@ -42,7 +53,8 @@ pub async fn publish(kctx: &KubeContext, source: &OciRepository) {
                 );
             }
         }
-        Err(e) => tracing::warn!(object = %format!("{ns}/{name}"), error = %e, "failed to publish ExternalArtifact"),
+        Err(e) => {
+            tracing::warn!(object = %format!("{ns}/{name}"), error = %e, "failed to publish ExternalArtifact")
+        }
     }
 }
-

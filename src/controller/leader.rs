@@ -37,7 +37,9 @@ pub enum Decision {
 
 /// Decides what to do with `lease` at `now`.
 pub fn decide(lease: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> Decision {
-    let Some(spec) = lease else { return Decision::Take };
+    let Some(spec) = lease else {
+        return Decision::Take;
+    };
     let holder = spec.holder_identity.as_deref().unwrap_or_default();
     if holder == identity {
         return Decision::Renew;
@@ -56,13 +58,22 @@ pub fn decide(lease: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> Deci
 
 fn spec_for(cfg: &LeaseConfig, previous: Option<&LeaseSpec>, now: Timestamp) -> LeaseSpec {
     let transitions = previous.and_then(|p| p.lease_transitions).unwrap_or(0);
-    let changed = previous.and_then(|p| p.holder_identity.as_deref()) != Some(cfg.identity.as_str());
+    let changed =
+        previous.and_then(|p| p.holder_identity.as_deref()) != Some(cfg.identity.as_str());
     LeaseSpec {
         holder_identity: Some(cfg.identity.clone()),
         lease_duration_seconds: i32::try_from(cfg.duration.as_secs()).ok(),
-        acquire_time: if changed { Some(MicroTime(now)) } else { previous.and_then(|p| p.acquire_time.clone()) },
+        acquire_time: if changed {
+            Some(MicroTime(now))
+        } else {
+            previous.and_then(|p| p.acquire_time.clone())
+        },
         renew_time: Some(MicroTime(now)),
-        lease_transitions: Some(if changed && previous.is_some() { transitions + 1 } else { transitions }),
+        lease_transitions: Some(if changed && previous.is_some() {
+            transitions + 1
+        } else {
+            transitions
+        }),
         ..LeaseSpec::default()
     }
 }
@@ -74,7 +85,10 @@ pub async fn try_acquire(client: &Client, cfg: &LeaseConfig) -> Result<bool, kub
     match api.get_opt(&cfg.name).await? {
         None => {
             let lease = Lease {
-                metadata: ObjectMeta { name: Some(cfg.name.clone()), ..ObjectMeta::default() },
+                metadata: ObjectMeta {
+                    name: Some(cfg.name.clone()),
+                    ..ObjectMeta::default()
+                },
                 spec: Some(spec_for(cfg, None, now)),
             };
             match api.create(&PostParams::default(), &lease).await {
@@ -100,13 +114,18 @@ pub async fn try_acquire(client: &Client, cfg: &LeaseConfig) -> Result<bool, kub
 
 /// Blocks until this replica holds the lease, then keeps renewing it in the background.
 /// The returned receiver turns `true` when the lease is lost; the caller must stop.
-pub async fn acquire_and_hold(client: Client, cfg: LeaseConfig) -> tokio::sync::watch::Receiver<bool> {
+pub async fn acquire_and_hold(
+    client: Client,
+    cfg: LeaseConfig,
+) -> tokio::sync::watch::Receiver<bool> {
     let retry = cfg.duration / 3;
     loop {
         match try_acquire(&client, &cfg).await {
             Ok(true) => break,
             Ok(false) => tracing::info!(lease = %cfg.name, "waiting for the leader lease"),
-            Err(e) => tracing::warn!(lease = %cfg.name, error = %e, "failed to read the leader lease"),
+            Err(e) => {
+                tracing::warn!(lease = %cfg.name, error = %e, "failed to read the leader lease")
+            }
         }
         tokio::time::sleep(retry).await;
     }

@@ -70,9 +70,15 @@ pub enum ControllerError {
 }
 
 /// Writes `status` with one merge patch on the status subresource.
-pub async fn patch_status(api: &Api<OciRepository>, name: &str, status: &OciRepositoryStatus) -> Result<(), kube::Error> {
+pub async fn patch_status(
+    api: &Api<OciRepository>,
+    name: &str,
+    status: &OciRepositoryStatus,
+) -> Result<(), kube::Error> {
     let patch = serde_json::json!({ "status": status });
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ())
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
 }
 
 fn kube_event(ev: &crate::domain::status::Event) -> KubeEvent {
@@ -89,7 +95,9 @@ fn kube_event(ev: &crate::domain::status::Event) -> KubeEvent {
 }
 
 async fn apply(obj: Arc<OciRepository>, kctx: Arc<KubeContext>) -> Result<Action, ControllerError> {
-    let ns = obj.namespace().ok_or_else(|| ControllerError::NoNamespace(obj.name_any()))?;
+    let ns = obj
+        .namespace()
+        .ok_or_else(|| ControllerError::NoNamespace(obj.name_any()))?;
     let name = obj.name_any();
     let api: Api<OciRepository> = Api::namespaced(kctx.client.clone(), &ns);
     let report = reconcile::reconcile(&obj, &kctx.core, chrono::Utc::now()).await;
@@ -102,7 +110,10 @@ async fn apply(obj: Arc<OciRepository>, kctx: Arc<KubeContext>) -> Result<Action
     }
     patch_status(&api, &name, &report.status)
         .await
-        .map_err(|source| ControllerError::PatchStatus { object: format!("{ns}/{name}"), source })?;
+        .map_err(|source| ControllerError::PatchStatus {
+            object: format!("{ns}/{name}"),
+            source,
+        })?;
     let reference = obj.object_ref(&());
     for ev in &report.events {
         if let Err(e) = kctx.recorder.publish(&kube_event(ev), &reference).await {
@@ -120,13 +131,19 @@ async fn apply(obj: Arc<OciRepository>, kctx: Arc<KubeContext>) -> Result<Action
     })
 }
 
-async fn cleanup(obj: Arc<OciRepository>, kctx: Arc<KubeContext>) -> Result<Action, ControllerError> {
+async fn cleanup(
+    obj: Arc<OciRepository>,
+    kctx: Arc<KubeContext>,
+) -> Result<Action, ControllerError> {
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
     kctx.core
         .storage
         .remove_dir(&Storage::object_dir(&ns, &name))
-        .map_err(|source| ControllerError::Cleanup { object: format!("{ns}/{name}"), source })?;
+        .map_err(|source| ControllerError::Cleanup {
+            object: format!("{ns}/{name}"),
+            source,
+        })?;
     kctx.core.metrics.remove_object(&ns, &name);
     Ok(Action::await_change())
 }
@@ -169,7 +186,10 @@ pub struct WatchScope {
 
 /// The event reporter identity.
 pub fn reporter() -> Reporter {
-    Reporter { controller: MANAGER.into(), instance: std::env::var("POD_NAME").ok() }
+    Reporter {
+        controller: MANAGER.into(),
+        instance: std::env::var("POD_NAME").ok(),
+    }
 }
 
 /// Runs the controller until a shutdown signal.

@@ -23,10 +23,15 @@ impl KubeSecrets {
 
 fn api_error(namespace: &str, name: &str, e: kube::Error) -> SecretsError {
     match e {
-        kube::Error::Api(s) if s.is_not_found() => {
-            SecretsError::NotFound { namespace: namespace.to_string(), name: name.to_string() }
-        }
-        other => SecretsError::Api { namespace: namespace.to_string(), name: name.to_string(), message: other.to_string() },
+        kube::Error::Api(s) if s.is_not_found() => SecretsError::NotFound {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        },
+        other => SecretsError::Api {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            message: other.to_string(),
+        },
     }
 }
 
@@ -49,11 +54,20 @@ impl Secrets for KubeSecrets {
         Ok(data)
     }
 
-    async fn image_pull_secrets(&self, namespace: &str, service_account: &str) -> Result<Vec<String>, SecretsError> {
+    async fn image_pull_secrets(
+        &self,
+        namespace: &str,
+        service_account: &str,
+    ) -> Result<Vec<String>, SecretsError> {
         let sa = Api::<ServiceAccount>::namespaced(self.client.clone(), namespace)
             .get(service_account)
             .await
             .map_err(|e| api_error(namespace, &format!("serviceaccount/{service_account}"), e))?;
-        Ok(sa.image_pull_secrets.unwrap_or_default().into_iter().map(|r| r.name).collect())
+        Ok(sa
+            .image_pull_secrets
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| r.name)
+            .collect())
     }
 }

@@ -20,21 +20,30 @@ pub struct StartupReport {
 }
 
 /// Checks the store against `objects` (all OCIRepositories this controller manages).
-pub fn check_storage(storage: &Storage, objects: &[OciRepository]) -> Result<StartupReport, StorageError> {
+pub fn check_storage(
+    storage: &Storage,
+    objects: &[OciRepository],
+) -> Result<StartupReport, StorageError> {
     let mut report = StartupReport::default();
     let mut live = BTreeSet::new();
     for obj in objects {
         let ns = obj.metadata.namespace.clone().unwrap_or_default();
         let name = obj.metadata.name.clone().unwrap_or_default();
         live.insert(Storage::object_dir(&ns, &name));
-        let Some(artifact) = obj.status.as_ref().and_then(|s| s.artifact.as_ref()) else { continue };
-        let Ok(digest) = artifact.digest.parse() else { continue };
+        let Some(artifact) = obj.status.as_ref().and_then(|s| s.artifact.as_ref()) else {
+            continue;
+        };
+        let Ok(digest) = artifact.digest.parse() else {
+            continue;
+        };
         if !storage.exists(&artifact.path) {
             report.missing.push(artifact.path.clone());
         } else if !storage.verify(&artifact.path, &digest)? {
-            std::fs::remove_file(storage.resolve(&artifact.path)?).map_err(|source| StorageError::Remove {
-                path: storage.root().join(&artifact.path),
-                source,
+            std::fs::remove_file(storage.resolve(&artifact.path)?).map_err(|source| {
+                StorageError::Remove {
+                    path: storage.root().join(&artifact.path),
+                    source,
+                }
             })?;
             report.tampered.push(artifact.path.clone());
         }

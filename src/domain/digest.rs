@@ -18,7 +18,9 @@ pub enum DigestError {
     #[error("unsupported digest algorithm in '{0}': only sha256 is supported")]
     Algorithm(String),
     /// The hex part is not 64 lower-case hex characters.
-    #[error("invalid sha256 digest '{0}': expected 'sha256:' followed by 64 lower-case hex characters")]
+    #[error(
+        "invalid sha256 digest '{0}': expected 'sha256:' followed by 64 lower-case hex characters"
+    )]
     Hex(String),
 }
 
@@ -30,7 +32,9 @@ impl Digest {
 
     /// Wraps a finished sha256 hash.
     pub fn from_sha256(hash: [u8; 32]) -> Self {
-        Self { hex: hex::encode(hash) }
+        Self {
+            hex: hex::encode(hash),
+        }
     }
 
     /// The 64 hex characters, without the algorithm prefix.
@@ -58,7 +62,9 @@ impl FromStr for Digest {
         if !valid {
             return Err(DigestError::Hex(s.to_string()));
         }
-        Ok(Self { hex: hex.to_string() })
+        Ok(Self {
+            hex: hex.to_string(),
+        })
     }
 }
 
@@ -125,9 +131,18 @@ mod tests {
 
     #[test]
     fn rejects_other_algorithms_and_bad_hex() {
-        assert!(matches!("sha512:ab".parse::<Digest>(), Err(DigestError::Algorithm(_))));
-        assert!(matches!("sha256:XYZ".parse::<Digest>(), Err(DigestError::Hex(_))));
-        assert!(matches!("nodigest".parse::<Digest>(), Err(DigestError::Hex(_))));
+        assert!(matches!(
+            "sha512:ab".parse::<Digest>(),
+            Err(DigestError::Algorithm(_))
+        ));
+        assert!(matches!(
+            "sha256:XYZ".parse::<Digest>(),
+            Err(DigestError::Hex(_))
+        ));
+        assert!(matches!(
+            "nodigest".parse::<Digest>(),
+            Err(DigestError::Hex(_))
+        ));
         let upper = format!("sha256:{}", "A".repeat(64));
         assert!(upper.parse::<Digest>().is_err());
     }

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 /// A malformed duration.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("invalid duration '{0}': expected a sequence of numbers with units ms, s, m or h, e.g. 1m30s")]
+#[error(
+    "invalid duration '{0}': expected a sequence of numbers with units ms, s, m or h, e.g. 1m30s"
+)]
 pub struct DurationError(pub String);
 
 /// Parses a Go duration with units `ms`, `s`, `m`, `h` (fractions allowed: `1.5h`).
@@ -20,13 +22,17 @@ pub fn parse(s: &str) -> Result<Duration, DurationError> {
     }
     let mut total = 0f64;
     while !rest.is_empty() {
-        let num_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(err)?;
+        let num_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(err)?;
         if num_end == 0 {
             return Err(err());
         }
         let value: f64 = rest[..num_end].parse().map_err(|_| err())?;
         rest = &rest[num_end..];
-        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
         let factor = match &rest[..unit_end] {
             "ms" => 0.001,
             "s" => 1.0,

@@ -90,12 +90,18 @@ impl IgnoreRules {
 
     /// No rules at all: nothing is ignored until a `.sourceignore` says so.
     pub fn none() -> Self {
-        Self { base: Gitignore::empty(), nested: BTreeMap::new() }
+        Self {
+            base: Gitignore::empty(),
+            nested: BTreeMap::new(),
+        }
     }
 
     /// The rules of `spec.ignore`, which replace the default exclusions.
     pub fn from_spec(text: &str) -> Result<Self, IgnoreError> {
-        Ok(Self { base: compile("spec.ignore", text)?, nested: BTreeMap::new() })
+        Ok(Self {
+            base: compile("spec.ignore", text)?,
+            nested: BTreeMap::new(),
+        })
     }
 
     /// Adds the rules of the `.sourceignore` found in `dir` (`""` or `"a/b"`, no slashes
@@ -113,12 +119,20 @@ impl IgnoreRules {
             let _ = builder.add_line(None, line);
         }
         let matcher = builder.build().unwrap_or_else(|_| Gitignore::empty());
-        self.nested.insert(dir.to_string(), Nested { content: content.to_string(), matcher });
+        self.nested.insert(
+            dir.to_string(),
+            Nested {
+                content: content.to_string(),
+                matcher,
+            },
+        );
     }
 
     /// True when exactly this `.sourceignore` content is already loaded for `dir`.
     pub fn has_sourceignore(&self, dir: &str, content: &str) -> bool {
-        self.nested.get(dir.trim_matches('/')).is_some_and(|n| n.content == content)
+        self.nested
+            .get(dir.trim_matches('/'))
+            .is_some_and(|n| n.content == content)
     }
 
     /// How many `.sourceignore` files are loaded.
@@ -178,11 +192,13 @@ fn verdict<T>(m: Match<T>) -> Option<bool> {
 fn compile(origin: &str, text: &str) -> Result<Gitignore, IgnoreError> {
     let mut builder = GitignoreBuilder::new("");
     for line in text.lines() {
-        builder.add_line(None, line).map_err(|e| IgnoreError::Pattern {
-            origin: origin.to_string(),
-            line: line.to_string(),
-            message: e.to_string(),
-        })?;
+        builder
+            .add_line(None, line)
+            .map_err(|e| IgnoreError::Pattern {
+                origin: origin.to_string(),
+                line: line.to_string(),
+                message: e.to_string(),
+            })?;
     }
     builder.build().map_err(|e| IgnoreError::Pattern {
         origin: origin.to_string(),
@@ -213,7 +229,11 @@ mod tests {
     #[case(".sourceignore", false, false)]
     #[case("png", true, false)]
     fn default_exclusions(#[case] path: &str, #[case] is_dir: bool, #[case] ignored: bool) {
-        assert_eq!(IgnoreRules::flux_default().is_ignored(path, is_dir), ignored, "{path}");
+        assert_eq!(
+            IgnoreRules::flux_default().is_ignored(path, is_dir),
+            ignored,
+            "{path}"
+        );
     }
 
     #[test]
@@ -221,10 +241,16 @@ mod tests {
         let rules = IgnoreRules::from_spec("/secrets/\n*.md\n!keep.md\n").unwrap();
         assert!(rules.is_ignored("secrets", true));
         assert!(rules.is_ignored("secrets/a.yaml", false));
-        assert!(!rules.is_ignored("x/secrets/a.yaml", false), "leading slash anchors");
+        assert!(
+            !rules.is_ignored("x/secrets/a.yaml", false),
+            "leading slash anchors"
+        );
         assert!(rules.is_ignored("docs/a.md", false));
         assert!(!rules.is_ignored("docs/keep.md", false));
-        assert!(!rules.is_ignored("logo.png", false), "defaults no longer apply");
+        assert!(
+            !rules.is_ignored("logo.png", false),
+            "defaults no longer apply"
+        );
         assert!(!rules.is_ignored(".git/config", false));
     }
 
@@ -238,7 +264,10 @@ mod tests {
         assert!(!rules.is_ignored("other/a.txt", false));
         assert!(rules.is_ignored("apps/local/f", false), "anchored at apps/");
         assert!(!rules.is_ignored("apps/x/local/f", false));
-        assert!(!rules.is_ignored("apps/logo.png", false), "deeper rules win");
+        assert!(
+            !rules.is_ignored("apps/logo.png", false),
+            "deeper rules win"
+        );
         assert!(rules.is_ignored("logo.png", false));
         assert_eq!(rules.sourceignore_count(), 1);
         assert!(rules.has_sourceignore("apps", "*.txt\n/local/\n!logo.png\n"));
@@ -259,7 +288,10 @@ mod tests {
         rules.add_sourceignore("", "*.png\n");
         assert!(rules.is_ignored("x/a.png", false));
         rules.add_sourceignore("d", "{a\n*.txt\n");
-        assert!(rules.is_ignored("d/x.txt", false), "a bad line does not void the file");
+        assert!(
+            rules.is_ignored("d/x.txt", false),
+            "a bad line does not void the file"
+        );
         let err = IgnoreRules::from_spec("ok\n{a\n").unwrap_err().to_string();
         assert!(err.contains("spec.ignore") && err.contains("'{a'"), "{err}");
     }

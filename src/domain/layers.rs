@@ -74,13 +74,23 @@ impl LayerSelector {
             present: if manifest.layers.is_empty() {
                 "none".into()
             } else {
-                manifest.layers.iter().map(|l| l.media_type.as_str()).collect::<Vec<_>>().join(", ")
+                manifest
+                    .layers
+                    .iter()
+                    .map(|l| l.media_type.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             },
         };
         match self.operation {
-            LayerOperation::Copy => matching.first().map(|l| Selection::Copy((*l).clone())).ok_or_else(no_match),
+            LayerOperation::Copy => matching
+                .first()
+                .map(|l| Selection::Copy((*l).clone()))
+                .ok_or_else(no_match),
             LayerOperation::Extract if matching.is_empty() => Err(no_match()),
-            LayerOperation::Extract => Ok(Selection::Extract(matching.into_iter().cloned().collect())),
+            LayerOperation::Extract => {
+                Ok(Selection::Extract(matching.into_iter().cloned().collect()))
+            }
         }
     }
 }
@@ -121,24 +131,46 @@ mod tests {
 
     #[test]
     fn no_selector_takes_every_tar_layer_in_order() {
-        let m = manifest(vec![desc(OCI_GZ, 1), desc("text/plain", 2), desc(FLUX_CONTENT, 3), desc("application/vnd.oci.image.layer.v1.tar", 4)]);
-        let Selection::Extract(got) = LayerSelector::default().select(&m).unwrap() else { unreachable!() };
-        assert_eq!(got.iter().map(|d| d.digest.clone()).collect::<Vec<_>>(), vec![Digest::of(&[1]), Digest::of(&[3]), Digest::of(&[4])]);
+        let m = manifest(vec![
+            desc(OCI_GZ, 1),
+            desc("text/plain", 2),
+            desc(FLUX_CONTENT, 3),
+            desc("application/vnd.oci.image.layer.v1.tar", 4),
+        ]);
+        let Selection::Extract(got) = LayerSelector::default().select(&m).unwrap() else {
+            unreachable!()
+        };
+        assert_eq!(
+            got.iter().map(|d| d.digest.clone()).collect::<Vec<_>>(),
+            vec![Digest::of(&[1]), Digest::of(&[3]), Digest::of(&[4])]
+        );
     }
 
     #[test]
     fn media_type_selects_every_matching_layer_flux_superset() {
         let m = manifest(vec![desc(HELM, 1), desc(OCI_GZ, 2), desc(HELM, 3)]);
-        let sel = LayerSelector { media_type: Some(HELM.into()), operation: LayerOperation::Extract };
-        assert_eq!(sel.select(&m).unwrap(), Selection::Extract(vec![desc(HELM, 1), desc(HELM, 3)]));
+        let sel = LayerSelector {
+            media_type: Some(HELM.into()),
+            operation: LayerOperation::Extract,
+        };
+        assert_eq!(
+            sel.select(&m).unwrap(),
+            Selection::Extract(vec![desc(HELM, 1), desc(HELM, 3)])
+        );
     }
 
     #[test]
     fn copy_takes_the_first_match() {
         let m = manifest(vec![desc(OCI_GZ, 1), desc(HELM, 2), desc(HELM, 3)]);
-        let sel = LayerSelector { media_type: Some(HELM.into()), operation: LayerOperation::Copy };
+        let sel = LayerSelector {
+            media_type: Some(HELM.into()),
+            operation: LayerOperation::Copy,
+        };
         assert_eq!(sel.select(&m).unwrap(), Selection::Copy(desc(HELM, 2)));
-        let any = LayerSelector { media_type: None, operation: LayerOperation::Copy };
+        let any = LayerSelector {
+            media_type: None,
+            operation: LayerOperation::Copy,
+        };
         assert_eq!(any.select(&m).unwrap(), Selection::Copy(desc(OCI_GZ, 1)));
     }
 
@@ -146,8 +178,14 @@ mod tests {
     fn no_match_lists_what_is_there() {
         let m = manifest(vec![desc("text/plain", 1)]);
         let err = LayerSelector::default().select(&m).unwrap_err().to_string();
-        assert_eq!(err, "no layer with a tar media type in the manifest; layers present: text/plain");
-        let sel = LayerSelector { media_type: Some(HELM.into()), operation: LayerOperation::Extract };
+        assert_eq!(
+            err,
+            "no layer with a tar media type in the manifest; layers present: text/plain"
+        );
+        let sel = LayerSelector {
+            media_type: Some(HELM.into()),
+            operation: LayerOperation::Extract,
+        };
         assert!(sel.select(&m).unwrap_err().to_string().contains(HELM));
     }
 }

@@ -105,9 +105,11 @@ impl Platform {
     pub fn parse(s: &str) -> Result<Self, ManifestError> {
         let parts: Vec<&str> = s.split('/').collect();
         match parts.as_slice() {
-            [os, arch] if !os.is_empty() && !arch.is_empty() => {
-                Ok(Self { os: (*os).into(), architecture: (*arch).into(), variant: None })
-            }
+            [os, arch] if !os.is_empty() && !arch.is_empty() => Ok(Self {
+                os: (*os).into(),
+                architecture: (*arch).into(),
+                variant: None,
+            }),
             [os, arch, v] if !os.is_empty() && !arch.is_empty() && !v.is_empty() => Ok(Self {
                 os: (*os).into(),
                 architecture: (*arch).into(),
@@ -179,20 +181,28 @@ impl Manifest {
         let probe: Probe =
             serde_json::from_slice(body).map_err(|e| ManifestError::Parse(e.to_string()))?;
         let ct = content_type.split(';').next().unwrap_or_default().trim();
-        let media = probe.media_type.as_deref().filter(|m| !m.is_empty()).unwrap_or(ct);
+        let media = probe
+            .media_type
+            .as_deref()
+            .filter(|m| !m.is_empty())
+            .unwrap_or(ct);
         let parse_err = |e: serde_json::Error| ManifestError::Parse(e.to_string());
         match media {
-            OCI_MANIFEST | DOCKER_MANIFEST => {
-                Ok(Self::Image(serde_json::from_slice(body).map_err(parse_err)?))
-            }
-            OCI_INDEX | DOCKER_LIST => Ok(Self::Index(serde_json::from_slice(body).map_err(parse_err)?)),
+            OCI_MANIFEST | DOCKER_MANIFEST => Ok(Self::Image(
+                serde_json::from_slice(body).map_err(parse_err)?,
+            )),
+            OCI_INDEX | DOCKER_LIST => Ok(Self::Index(
+                serde_json::from_slice(body).map_err(parse_err)?,
+            )),
             // Some registries answer with a generic type; the body's shape decides.
             "" | "application/json" | "application/octet-stream" if probe.manifests.is_some() => {
-                Ok(Self::Index(serde_json::from_slice(body).map_err(parse_err)?))
+                Ok(Self::Index(
+                    serde_json::from_slice(body).map_err(parse_err)?,
+                ))
             }
-            "" | "application/json" | "application/octet-stream" => {
-                Ok(Self::Image(serde_json::from_slice(body).map_err(parse_err)?))
-            }
+            "" | "application/json" | "application/octet-stream" => Ok(Self::Image(
+                serde_json::from_slice(body).map_err(parse_err)?,
+            )),
             other => Err(ManifestError::MediaType(other.to_string())),
         }
     }
@@ -212,7 +222,11 @@ impl ImageIndex {
                         .iter()
                         .filter_map(|d| d.platform.as_ref().map(ToString::to_string))
                         .collect();
-                    if all.is_empty() { "none".into() } else { all.join(", ") }
+                    if all.is_empty() {
+                        "none".into()
+                    } else {
+                        all.join(", ")
+                    }
                 },
             })
     }
@@ -244,9 +258,13 @@ mod tests {
     #[test]
     fn index_selects_the_wanted_platform() {
         let idx = index(&["linux/arm64/v8", "linux/amd64"]);
-        let got = idx.select(&Platform::parse("linux/amd64").unwrap()).unwrap();
+        let got = idx
+            .select(&Platform::parse("linux/amd64").unwrap())
+            .unwrap();
         assert_eq!(got.digest, Digest::of(b"linux/amd64"));
-        let arm = idx.select(&Platform::parse("linux/arm64").unwrap()).unwrap();
+        let arm = idx
+            .select(&Platform::parse("linux/arm64").unwrap())
+            .unwrap();
         assert_eq!(arm.digest, Digest::of(b"linux/arm64/v8"));
     }
 
@@ -267,7 +285,10 @@ mod tests {
         let body = format!(
             r#"{{"schemaVersion":2,"config":{{"mediaType":"{FLUX_CONFIG}","digest":"{d}","size":1}},"layers":[]}}"#
         );
-        assert!(matches!(Manifest::parse(OCI_MANIFEST, body.as_bytes()), Ok(Manifest::Image(_))));
+        assert!(matches!(
+            Manifest::parse(OCI_MANIFEST, body.as_bytes()),
+            Ok(Manifest::Image(_))
+        ));
         assert!(matches!(
             Manifest::parse("application/vnd.example+json", body.as_bytes()),
             Err(ManifestError::MediaType(_))

@@ -40,22 +40,36 @@ pub enum UrlError {
 impl RepositoryUrl {
     /// Parses `oci://host[:port]/path`.
     pub fn parse(url: &str) -> Result<Self, UrlError> {
-        let rest = url.strip_prefix("oci://").ok_or_else(|| UrlError::Scheme(url.to_string()))?;
+        let rest = url
+            .strip_prefix("oci://")
+            .ok_or_else(|| UrlError::Scheme(url.to_string()))?;
         let rest = rest.trim_end_matches('/');
-        let (host, path) = rest.split_once('/').ok_or_else(|| UrlError::Host(url.to_string()))?;
+        let (host, path) = rest
+            .split_once('/')
+            .ok_or_else(|| UrlError::Host(url.to_string()))?;
         if path.contains('@') {
             return Err(UrlError::RefInUrl(url.to_string()));
         }
-        if path.rsplit('/').next().is_some_and(|last| last.contains(':')) {
+        if path
+            .rsplit('/')
+            .next()
+            .is_some_and(|last| last.contains(':'))
+        {
             return Err(UrlError::RefInUrl(url.to_string()));
         }
         if !valid_host(host) {
             return Err(UrlError::Host(url.to_string()));
         }
         if !path.split('/').all(valid_path_component) {
-            return Err(UrlError::Path { url: url.to_string(), path: path.to_string() });
+            return Err(UrlError::Path {
+                url: url.to_string(),
+                path: path.to_string(),
+            });
         }
-        Ok(Self { host: host.to_string(), repository: path.to_string() })
+        Ok(Self {
+            host: host.to_string(),
+            repository: path.to_string(),
+        })
     }
 }
 
@@ -70,7 +84,8 @@ fn valid_host(host: &str) -> bool {
         Some((n, p)) if !n.ends_with(']') || host.starts_with('[') => (n, Some(p)),
         _ => (host, None),
     };
-    let port_ok = port.is_none_or(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
+    let port_ok =
+        port.is_none_or(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
     let name_ok = !name.is_empty()
         && name
             .bytes()
@@ -88,7 +103,9 @@ fn valid_path_component(c: &str) -> bool {
     if !alnum(bytes[0]) || !alnum(bytes[bytes.len() - 1]) {
         return false;
     }
-    bytes.iter().all(|&b| alnum(b) || matches!(b, b'.' | b'_' | b'-'))
+    bytes
+        .iter()
+        .all(|&b| alnum(b) || matches!(b, b'.' | b'_' | b'-'))
         && !c.contains("..")
         && !c.contains("___")
         && !c.contains("._")
@@ -152,15 +169,23 @@ impl RefSpec {
             return Ok(Self::Digest(d.parse()?));
         }
         if let Some(r) = non_empty(semver) {
-            let range = VersionRange::parse(r)
-                .map_err(|reason| RefError::Semver { range: r.to_string(), reason })?;
+            let range = VersionRange::parse(r).map_err(|reason| RefError::Semver {
+                range: r.to_string(),
+                reason,
+            })?;
             let filter = non_empty(semver_filter)
                 .map(|f| {
-                    regex::Regex::new(f)
-                        .map_err(|source| RefError::Filter { filter: f.to_string(), source })
+                    regex::Regex::new(f).map_err(|source| RefError::Filter {
+                        filter: f.to_string(),
+                        source,
+                    })
                 })
                 .transpose()?;
-            return Ok(Self::Semver { range, range_text: r.to_string(), filter });
+            return Ok(Self::Semver {
+                range,
+                range_text: r.to_string(),
+                filter,
+            });
         }
         let tag = non_empty(tag).unwrap_or("latest");
         if !valid_tag(tag) {
@@ -174,14 +199,20 @@ impl RefSpec {
 /// image reference form) into the repository and its ref; no tag means `latest`.
 pub fn parse_image_ref(s: &str) -> Result<(RepositoryUrl, RefSpec), UrlError> {
     let (repo, reference) = if let Some((repo, digest)) = s.split_once('@') {
-        let d: Digest = digest.parse().map_err(|_| UrlError::RefInUrl(s.to_string()))?;
+        let d: Digest = digest
+            .parse()
+            .map_err(|_| UrlError::RefInUrl(s.to_string()))?;
         (repo.to_string(), RefSpec::Digest(d))
     } else {
-        let after_host = s.strip_prefix("oci://").and_then(|r| r.find('/')).map(|i| i + "oci://".len());
+        let after_host = s
+            .strip_prefix("oci://")
+            .and_then(|r| r.find('/'))
+            .map(|i| i + "oci://".len());
         match after_host.and_then(|i| s[i..].rfind(':').map(|j| i + j)) {
-            Some(colon) if valid_tag(&s[colon + 1..]) => {
-                (s[..colon].to_string(), RefSpec::Tag(s[colon + 1..].to_string()))
-            }
+            Some(colon) if valid_tag(&s[colon + 1..]) => (
+                s[..colon].to_string(),
+                RefSpec::Tag(s[colon + 1..].to_string()),
+            ),
             Some(_) => return Err(UrlError::RefInUrl(s.to_string())),
             None => (s.to_string(), RefSpec::Tag("latest".into())),
         }
@@ -199,7 +230,8 @@ pub fn valid_tag(tag: &str) -> bool {
     !b.is_empty()
         && b.len() <= 128
         && (b[0].is_ascii_alphanumeric() || b[0] == b'_')
-        && b.iter().all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
+        && b.iter()
+            .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
 }
 
 /// The Flux revision string: `<tag>@sha256:<hex>` for tag and semver refs (the tag as
@@ -221,7 +253,11 @@ mod tests {
     #[case("oci://ghcr.io/org/app", "ghcr.io", "org/app")]
     #[case("oci://127.0.0.1:5000/a/b/c", "127.0.0.1:5000", "a/b/c")]
     #[case("oci://localhost:5000/app-config/", "localhost:5000", "app-config")]
-    #[case("oci://registry.example.com/team/my_app.v2", "registry.example.com", "team/my_app.v2")]
+    #[case(
+        "oci://registry.example.com/team/my_app.v2",
+        "registry.example.com",
+        "team/my_app.v2"
+    )]
     fn parses_valid_urls(#[case] url: &str, #[case] host: &str, #[case] repo: &str) {
         let u = RepositoryUrl::parse(url).unwrap();
         assert_eq!((u.host.as_str(), u.repository.as_str()), (host, repo));
@@ -230,7 +266,10 @@ mod tests {
     #[rstest]
     #[case("https://ghcr.io/org/app", "must start with oci://")]
     #[case("oci://ghcr.io/org/app:v1", "a tag or digest belongs in spec.ref")]
-    #[case("oci://ghcr.io/org/app@sha256:abc", "a tag or digest belongs in spec.ref")]
+    #[case(
+        "oci://ghcr.io/org/app@sha256:abc",
+        "a tag or digest belongs in spec.ref"
+    )]
     #[case("oci://ghcr.io", "missing or malformed registry host")]
     #[case("oci://ghcr.io/Org/App", "must be lower-case")]
     #[case("oci://gh cr.io/org/app", "missing or malformed registry host")]
@@ -251,27 +290,47 @@ mod tests {
             RefSpec::from_fields(Some("v1"), Some("1.x"), None, None).unwrap(),
             RefSpec::Semver { .. }
         ));
-        assert!(matches!(RefSpec::from_fields(Some("v1"), None, None, None).unwrap(), RefSpec::Tag(t) if t == "v1"));
-        assert!(matches!(RefSpec::from_fields(None, None, None, None).unwrap(), RefSpec::Tag(t) if t == "latest"));
-        assert!(matches!(RefSpec::from_fields(Some(""), Some(" "), None, Some("")).unwrap(), RefSpec::Tag(t) if t == "latest"));
+        assert!(
+            matches!(RefSpec::from_fields(Some("v1"), None, None, None).unwrap(), RefSpec::Tag(t) if t == "v1")
+        );
+        assert!(
+            matches!(RefSpec::from_fields(None, None, None, None).unwrap(), RefSpec::Tag(t) if t == "latest")
+        );
+        assert!(
+            matches!(RefSpec::from_fields(Some(""), Some(" "), None, Some("")).unwrap(), RefSpec::Tag(t) if t == "latest")
+        );
     }
 
     #[test]
     fn field_errors_name_the_field() {
-        let e = RefSpec::from_fields(None, Some("1.x"), Some("(["), None).unwrap_err().to_string();
+        let e = RefSpec::from_fields(None, Some("1.x"), Some("(["), None)
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("invalid spec.ref.semverFilter '(['"), "{e}");
-        let e = RefSpec::from_fields(None, Some("not a range"), None, None).unwrap_err().to_string();
-        assert!(e.starts_with("invalid spec.ref.semver 'not a range'"), "{e}");
-        let e = RefSpec::from_fields(None, None, None, Some("sha256:zz")).unwrap_err().to_string();
+        let e = RefSpec::from_fields(None, Some("not a range"), None, None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("invalid spec.ref.semver 'not a range'"),
+            "{e}"
+        );
+        let e = RefSpec::from_fields(None, None, None, Some("sha256:zz"))
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("invalid spec.ref.digest"), "{e}");
-        let e = RefSpec::from_fields(Some("-bad"), None, None, None).unwrap_err().to_string();
+        let e = RefSpec::from_fields(Some("-bad"), None, None, None)
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("invalid spec.ref.tag '-bad'"), "{e}");
     }
 
     #[test]
     fn image_refs_split_into_repository_and_ref() {
         let (u, r) = parse_image_ref("oci://127.0.0.1:5000/a/b:v1.0").unwrap();
-        assert_eq!((u.host.as_str(), u.repository.as_str()), ("127.0.0.1:5000", "a/b"));
+        assert_eq!(
+            (u.host.as_str(), u.repository.as_str()),
+            ("127.0.0.1:5000", "a/b")
+        );
         assert!(matches!(r, RefSpec::Tag(t) if t == "v1.0"));
         let d = Digest::of(b"z");
         let (u, r) = parse_image_ref(&format!("oci://reg.io/a@{d}")).unwrap();

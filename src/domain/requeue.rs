@@ -19,7 +19,9 @@ pub fn with_jitter(interval: Duration, seed: u64) -> Duration {
 pub fn backoff(failures: u32, interval: Duration) -> Duration {
     let exp = failures.saturating_sub(1).min(16);
     let d = Duration::from_secs(1u64 << exp);
-    d.min(interval).min(Duration::from_secs(300)).max(Duration::from_secs(1))
+    d.min(interval)
+        .min(Duration::from_secs(300))
+        .max(Duration::from_secs(1))
 }
 
 #[cfg(test)]
@@ -31,7 +33,10 @@ mod tests {
         let i = Duration::from_secs(600);
         for seed in [0u64, 1, 999, 1000, 2000, 123_456_789, u64::MAX] {
             let d = with_jitter(i, seed);
-            assert!(d >= Duration::from_secs(570) && d <= Duration::from_secs(630), "{d:?}");
+            assert!(
+                d >= Duration::from_secs(570) && d <= Duration::from_secs(630),
+                "{d:?}"
+            );
         }
         assert_ne!(with_jitter(i, 1), with_jitter(i, 1500));
     }
@@ -41,6 +46,9 @@ mod tests {
         let i = Duration::from_secs(60);
         let got: Vec<u64> = (1..=8).map(|n| backoff(n, i).as_secs()).collect();
         assert_eq!(got, vec![1, 2, 4, 8, 16, 32, 60, 60]);
-        assert_eq!(backoff(40, Duration::from_secs(3600)), Duration::from_secs(300));
+        assert_eq!(
+            backoff(40, Duration::from_secs(3600)),
+            Duration::from_secs(300)
+        );
     }
 }

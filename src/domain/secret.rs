@@ -45,7 +45,10 @@ mod tests {
 
     #[test]
     fn debug_never_shows_the_password() {
-        let c = Credentials { username: "bob".into(), password: Redacted::new("hunter2".into()) };
+        let c = Credentials {
+            username: "bob".into(),
+            password: Redacted::new("hunter2".into()),
+        };
         let shown = format!("{c:?}");
         assert!(shown.contains("bob"));
         assert!(!shown.contains("hunter2"));

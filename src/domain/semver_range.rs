@@ -47,7 +47,10 @@ impl Partial {
     fn parse(s: &str) -> Result<Self, String> {
         let s = s.trim().trim_start_matches(['v', 'V']);
         let (core, pre) = match s.split_once('-') {
-            Some((c, p)) => (c, Prerelease::new(p).map_err(|e| format!("bad prerelease '{p}': {e}"))?),
+            Some((c, p)) => (
+                c,
+                Prerelease::new(p).map_err(|e| format!("bad prerelease '{p}': {e}"))?,
+            ),
             None => (s, Prerelease::EMPTY),
         };
         let core = core.split('+').next().unwrap_or_default();
@@ -55,7 +58,10 @@ impl Partial {
         let mut next = |name: &str| -> Result<Option<u64>, String> {
             match parts.next() {
                 None | Some("x" | "X" | "*") => Ok(None),
-                Some(p) => p.parse::<u64>().map(Some).map_err(|_| format!("bad {name} '{p}' in '{s}'")),
+                Some(p) => p
+                    .parse::<u64>()
+                    .map(Some)
+                    .map_err(|_| format!("bad {name} '{p}' in '{s}'")),
             }
         };
         let (major, minor, patch) = (next("major")?, next("minor")?, next("patch")?);
@@ -65,11 +71,20 @@ impl Partial {
         if major.is_none() && s.is_empty() {
             return Err("empty version".into());
         }
-        Ok(Self { major, minor, patch, pre })
+        Ok(Self {
+            major,
+            minor,
+            patch,
+            pre,
+        })
     }
 
     fn floor(&self) -> Version {
-        let mut v = Version::new(self.major.unwrap_or(0), self.minor.unwrap_or(0), self.patch.unwrap_or(0));
+        let mut v = Version::new(
+            self.major.unwrap_or(0),
+            self.minor.unwrap_or(0),
+            self.patch.unwrap_or(0),
+        );
         v.pre = self.pre.clone();
         v
     }
@@ -150,8 +165,7 @@ impl VersionRange {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut groups = Vec::new();
         for group in text.split("||") {
-            let tokens: Vec<&str> =
-                group.split([' ', ',']).filter(|t| !t.is_empty()).collect();
+            let tokens: Vec<&str> = group.split([' ', ',']).filter(|t| !t.is_empty()).collect();
             if tokens.is_empty() {
                 return Err("empty range".into());
             }
@@ -159,7 +173,9 @@ impl VersionRange {
             let mut i = 0;
             while i < tokens.len() {
                 if tokens.get(i + 1) == Some(&"-") {
-                    let hi = tokens.get(i + 2).ok_or("hyphen range without upper bound")?;
+                    let hi = tokens
+                        .get(i + 2)
+                        .ok_or("hyphen range without upper bound")?;
                     comparators.push(cmp(Op::Ge, Partial::parse(tokens[i])?.floor()));
                     let upper = Partial::parse(hi)?;
                     comparators.push(match upper.ceiling() {
@@ -209,13 +225,18 @@ impl VersionRange {
 
 /// Semver precedence: build metadata does not count.
 fn cmp_precedence(a: &Version, b: &Version) -> Ordering {
-    (a.major, a.minor, a.patch).cmp(&(b.major, b.minor, b.patch)).then_with(|| a.pre.cmp(&b.pre))
+    (a.major, a.minor, a.patch)
+        .cmp(&(b.major, b.minor, b.patch))
+        .then_with(|| a.pre.cmp(&b.pre))
 }
 
 /// Reads a tag as a version, leniently (Flux's `semver.NewVersion`): `v1.2.3`, `1.2`,
 /// `1.2.3-rc.1`, Helm's `1.2.3_build.5` (`_` is `+`). `None` when it is no version.
 pub fn parse_tag(tag: &str) -> Option<Version> {
-    let t = tag.strip_prefix(['v', 'V']).unwrap_or(tag).replace('_', "+");
+    let t = tag
+        .strip_prefix(['v', 'V'])
+        .unwrap_or(tag)
+        .replace('_', "+");
     let (rest, build) = match t.split_once('+') {
         Some((r, b)) => (r, BuildMetadata::new(b).ok()?),
         None => (t.as_str(), BuildMetadata::EMPTY),
@@ -253,7 +274,9 @@ pub fn choose_tag<'a>(
         .filter_map(|t| parse_tag(t).map(|v| (t, v)))
         .filter(|(_, v)| range.matches(v))
         .max_by(|(ta, a), (tb, b)| {
-            cmp_precedence(a, b).then_with(|| a.build.cmp(&b.build)).then_with(|| ta.cmp(tb))
+            cmp_precedence(a, b)
+                .then_with(|| a.build.cmp(&b.build))
+                .then_with(|| ta.cmp(tb))
         })
 }
 
@@ -269,8 +292,17 @@ mod tests {
         choose_tag(tags.iter().copied(), &r, f.as_ref()).map(|(t, _)| t)
     }
 
-    const TAGS: &[&str] =
-        &["latest", "0.9.0", "1.0.0", "v1.1.0", "1.2.0-rc.1", "1.2.3", "1.10.0", "2.0.0", "2.1.0-beta"];
+    const TAGS: &[&str] = &[
+        "latest",
+        "0.9.0",
+        "1.0.0",
+        "v1.1.0",
+        "1.2.0-rc.1",
+        "1.2.3",
+        "1.10.0",
+        "2.0.0",
+        "2.1.0-beta",
+    ];
 
     #[rstest]
     #[case("1.x", Some("1.10.0"))]
@@ -295,8 +327,14 @@ mod tests {
 
     #[test]
     fn prereleases_are_skipped_without_a_prerelease_comparator() {
-        assert_eq!(pick(&["1.0.0", "1.1.0-rc.1"], ">=1.0.0", None), Some("1.0.0"));
-        assert_eq!(pick(&["1.0.0", "1.1.0-rc.1"], ">=1.0.0-0", None), Some("1.1.0-rc.1"));
+        assert_eq!(
+            pick(&["1.0.0", "1.1.0-rc.1"], ">=1.0.0", None),
+            Some("1.0.0")
+        );
+        assert_eq!(
+            pick(&["1.0.0", "1.1.0-rc.1"], ">=1.0.0-0", None),
+            Some("1.1.0-rc.1")
+        );
     }
 
     #[test]
@@ -311,7 +349,10 @@ mod tests {
     fn helm_style_tags_read_underscore_as_plus() {
         let v = parse_tag("1.2.3_build.5").unwrap();
         assert_eq!(v.build.as_str(), "build.5");
-        assert_eq!(pick(&["1.2.3_build.5", "1.2.2"], "1.2.x", None), Some("1.2.3_build.5"));
+        assert_eq!(
+            pick(&["1.2.3_build.5", "1.2.2"], "1.2.x", None),
+            Some("1.2.3_build.5")
+        );
     }
 
     #[test]
@@ -329,13 +370,22 @@ mod tests {
     #[case(">=")]
     #[case("1.0.0 -")]
     fn invalid_ranges_are_rejected(#[case] range: &str) {
-        assert!(VersionRange::parse(range).is_err(), "{range:?} should not parse");
+        assert!(
+            VersionRange::parse(range).is_err(),
+            "{range:?} should not parse"
+        );
     }
 
     #[test]
     fn ten_thousand_tags_pick_the_highest() {
-        let tags: Vec<String> = (0..10_000).map(|i| format!("1.{}.{}", i / 100, i % 100)).collect();
-        let got = pick(&tags.iter().map(String::as_str).collect::<Vec<_>>(), "1.x", None);
+        let tags: Vec<String> = (0..10_000)
+            .map(|i| format!("1.{}.{}", i / 100, i % 100))
+            .collect();
+        let got = pick(
+            &tags.iter().map(String::as_str).collect::<Vec<_>>(),
+            "1.x",
+            None,
+        );
         assert_eq!(got, Some("1.99.99"));
     }
 }

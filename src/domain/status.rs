@@ -103,7 +103,9 @@ impl ConditionStatus {
 
     /// Parses the wire spelling.
     pub fn parse(s: &str) -> Option<Self> {
-        [Self::True, Self::False, Self::Unknown].into_iter().find(|v| v.as_str() == s)
+        [Self::True, Self::False, Self::Unknown]
+            .into_iter()
+            .find(|v| v.as_str() == s)
     }
 }
 
@@ -248,27 +250,62 @@ pub fn stored_message(revision: &str) -> String {
 /// the latest failure is the one reported. `lastTransitionTime` only moves when a
 /// condition's status changes.
 pub fn fold(input: Input<'_>) -> Decision {
-    let mut next = Builder { input, out: Vec::new() };
+    let mut next = Builder {
+        input,
+        out: Vec::new(),
+    };
     let previous_ready = next.previous(ConditionType::Ready).cloned();
     let mut events = Vec::new();
     match input.outcome {
-        Outcome::Stored { revision, digest, verification } => {
+        Outcome::Stored {
+            revision,
+            digest,
+            verification,
+        } => {
             let message = stored_message(revision);
-            next.set(ConditionType::Ready, ConditionStatus::True, reason::SUCCEEDED, &message);
-            next.set(ConditionType::ArtifactInStorage, ConditionStatus::True, reason::SUCCEEDED, &message);
+            next.set(
+                ConditionType::Ready,
+                ConditionStatus::True,
+                reason::SUCCEEDED,
+                &message,
+            );
+            next.set(
+                ConditionType::ArtifactInStorage,
+                ConditionStatus::True,
+                reason::SUCCEEDED,
+                &message,
+            );
             if let Verification::Verified { message } = verification {
-                next.set(ConditionType::SourceVerified, ConditionStatus::True, reason::SUCCEEDED, message);
+                next.set(
+                    ConditionType::SourceVerified,
+                    ConditionStatus::True,
+                    reason::SUCCEEDED,
+                    message,
+                );
             }
             let was_failing = previous_ready.is_some_and(|r| r.status != ConditionStatus::True);
             if input.previous_digest != Some(digest.as_str()) {
-                events.push(Event { type_: EventType::Normal, reason: reason::NEW_ARTIFACT.into(), message });
+                events.push(Event {
+                    type_: EventType::Normal,
+                    reason: reason::NEW_ARTIFACT.into(),
+                    message,
+                });
             } else if was_failing {
-                events.push(Event { type_: EventType::Normal, reason: reason::SUCCEEDED.into(), message });
+                events.push(Event {
+                    type_: EventType::Normal,
+                    reason: reason::SUCCEEDED.into(),
+                    message,
+                });
             }
         }
         Outcome::Failed(failure) => {
             let (reason, message) = (failure.reason.as_str(), failure.message.as_str());
-            next.set(ConditionType::Ready, ConditionStatus::False, reason, message);
+            next.set(
+                ConditionType::Ready,
+                ConditionStatus::False,
+                reason,
+                message,
+            );
             match failure.disposition {
                 Disposition::Retry => next.set(
                     ConditionType::Reconciling,
@@ -276,19 +313,42 @@ pub fn fold(input: Input<'_>) -> Decision {
                     reason::PROGRESSING_WITH_RETRY,
                     message,
                 ),
-                Disposition::Stalled => next.set(ConditionType::Stalled, ConditionStatus::True, reason, message),
+                Disposition::Stalled => next.set(
+                    ConditionType::Stalled,
+                    ConditionStatus::True,
+                    reason,
+                    message,
+                ),
             }
             match failure.step {
-                FailedStep::Fetch => next.set(ConditionType::FetchFailed, ConditionStatus::True, reason, message),
-                FailedStep::Storage => {
-                    next.set(ConditionType::StorageOperationFailed, ConditionStatus::True, reason, message)
-                }
-                FailedStep::Verify => next.set(ConditionType::SourceVerified, ConditionStatus::False, reason, message),
+                FailedStep::Fetch => next.set(
+                    ConditionType::FetchFailed,
+                    ConditionStatus::True,
+                    reason,
+                    message,
+                ),
+                FailedStep::Storage => next.set(
+                    ConditionType::StorageOperationFailed,
+                    ConditionStatus::True,
+                    reason,
+                    message,
+                ),
+                FailedStep::Verify => next.set(
+                    ConditionType::SourceVerified,
+                    ConditionStatus::False,
+                    reason,
+                    message,
+                ),
             }
             match &failure.new_revision {
                 Some(rev) if input.previous_revision != Some(rev.as_str()) => {
                     let text = format!("new revision '{rev}'");
-                    next.set(ConditionType::ArtifactOutdated, ConditionStatus::True, reason::NEW_REVISION, &text);
+                    next.set(
+                        ConditionType::ArtifactOutdated,
+                        ConditionStatus::True,
+                        reason::NEW_REVISION,
+                        &text,
+                    );
                 }
                 Some(_) => {}
                 None => next.keep(ConditionType::ArtifactOutdated),
@@ -297,15 +357,23 @@ pub fn fold(input: Input<'_>) -> Decision {
             if failure.step != FailedStep::Verify {
                 next.keep(ConditionType::SourceVerified);
             }
-            let repeated = previous_ready
-                .is_some_and(|r| r.status == ConditionStatus::False && r.reason == reason && r.message == message);
+            let repeated = previous_ready.is_some_and(|r| {
+                r.status == ConditionStatus::False && r.reason == reason && r.message == message
+            });
             if !repeated {
-                events.push(Event { type_: EventType::Warning, reason: reason.into(), message: message.into() });
+                events.push(Event {
+                    type_: EventType::Warning,
+                    reason: reason.into(),
+                    message: message.into(),
+                });
             }
         }
     }
     next.out.sort_by_key(|c| c.type_);
-    Decision { conditions: next.out, events }
+    Decision {
+        conditions: next.out,
+        events,
+    }
 }
 
 /// The ExternalArtifact's conditions, derived from the OCIRepository's: `Ready` with
@@ -317,7 +385,9 @@ pub fn external_artifact_conditions(source: &[Condition]) -> Vec<Condition> {
     if let Some(ready) = find(ConditionType::Ready) {
         let mut ready = ready.clone();
         if ready.status != ConditionStatus::True {
-            ready.reason = if find(ConditionType::SourceVerified).is_some_and(|c| c.status == ConditionStatus::False) {
+            ready.reason = if find(ConditionType::SourceVerified)
+                .is_some_and(|c| c.status == ConditionStatus::False)
+            {
                 reason::VERIFICATION_FAILED
             } else if find(ConditionType::StorageOperationFailed).is_some() {
                 reason::STORAGE_OPERATION_FAILED
@@ -360,7 +430,10 @@ impl Builder<'_> {
     /// Carries a previous condition over unchanged except for its generation.
     fn keep(&mut self, type_: ConditionType) {
         if let Some(prev) = self.previous(type_).cloned() {
-            self.out.push(Condition { observed_generation: self.input.generation, ..prev });
+            self.out.push(Condition {
+                observed_generation: self.input.generation,
+                ..prev
+            });
         }
     }
 }

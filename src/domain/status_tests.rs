@@ -16,7 +16,13 @@ fn t(minute: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 7, 2, 10, minute, 0).unwrap()
 }
 
-fn cond(type_: ConditionType, status: ConditionStatus, reason: &str, message: &str, at: u32) -> Condition {
+fn cond(
+    type_: ConditionType,
+    status: ConditionStatus,
+    reason: &str,
+    message: &str,
+    at: u32,
+) -> Condition {
     Condition {
         type_,
         status,
@@ -38,13 +44,29 @@ fn ready_state() -> Vec<Condition> {
 fn failing_state() -> Vec<Condition> {
     let mut c = ready_state();
     c[0] = cond(Ready, False, "AuthenticationFailed", "failed to log in", 1);
-    c.push(cond(Reconciling, True, reason::PROGRESSING_WITH_RETRY, "failed to log in", 1));
-    c.push(cond(FetchFailed, True, "AuthenticationFailed", "failed to log in", 1));
+    c.push(cond(
+        Reconciling,
+        True,
+        reason::PROGRESSING_WITH_RETRY,
+        "failed to log in",
+        1,
+    ));
+    c.push(cond(
+        FetchFailed,
+        True,
+        "AuthenticationFailed",
+        "failed to log in",
+        1,
+    ));
     c
 }
 
 fn stored(verification: Verification) -> Outcome {
-    Outcome::Stored { revision: REV.into(), digest: DIGEST.into(), verification }
+    Outcome::Stored {
+        revision: REV.into(),
+        digest: DIGEST.into(),
+        verification,
+    }
 }
 
 fn failed(step: FailedStep, disposition: Disposition, reason: &str) -> Outcome {
@@ -82,38 +104,89 @@ fn first_success_is_ready_with_flux_message_and_new_artifact_event() {
     assert_eq!(types(&d), vec![Ready, ArtifactInStorage]);
     let ready = get(&d, Ready).unwrap();
     assert_eq!((ready.status, ready.reason.as_str()), (True, "Succeeded"));
-    assert_eq!(ready.message, "stored artifact for revision 'v1@sha256:aaaa'");
+    assert_eq!(
+        ready.message,
+        "stored artifact for revision 'v1@sha256:aaaa'"
+    );
     assert_eq!(ready.last_transition_time, t(30));
     assert!(d.conditions.iter().all(|c| c.observed_generation == 2));
     assert_eq!(d.events.len(), 1);
-    assert_eq!((d.events[0].type_, d.events[0].reason.as_str()), (EventType::Normal, "NewArtifact"));
+    assert_eq!(
+        (d.events[0].type_, d.events[0].reason.as_str()),
+        (EventType::Normal, "NewArtifact")
+    );
 }
 
 #[test]
 fn unchanged_success_keeps_transition_times_and_emits_nothing() {
-    let d = run(&ready_state(), Some(DIGEST), &stored(Verification::NotConfigured));
+    let d = run(
+        &ready_state(),
+        Some(DIGEST),
+        &stored(Verification::NotConfigured),
+    );
     assert_eq!(get(&d, Ready).unwrap().last_transition_time, t(0));
-    assert_eq!(get(&d, ArtifactInStorage).unwrap().last_transition_time, t(0));
-    assert!(d.conditions.iter().all(|c| c.observed_generation == 2), "generation refreshed");
+    assert_eq!(
+        get(&d, ArtifactInStorage).unwrap().last_transition_time,
+        t(0)
+    );
+    assert!(
+        d.conditions.iter().all(|c| c.observed_generation == 2),
+        "generation refreshed"
+    );
     assert!(d.events.is_empty());
 }
 
 #[rstest]
 #[case::same_digest(Some(DIGEST), "Succeeded")]
 #[case::new_digest(Some("sha256:2222"), "NewArtifact")]
-fn recovery_clears_failure_conditions_and_emits_one_event(#[case] prev: Option<&str>, #[case] event: &str) {
+fn recovery_clears_failure_conditions_and_emits_one_event(
+    #[case] prev: Option<&str>,
+    #[case] event: &str,
+) {
     let d = run(&failing_state(), prev, &stored(Verification::NotConfigured));
     assert_eq!(types(&d), vec![Ready, ArtifactInStorage]);
-    assert_eq!(get(&d, Ready).unwrap().last_transition_time, t(30), "False -> True is a transition");
+    assert_eq!(
+        get(&d, Ready).unwrap().last_transition_time,
+        t(30),
+        "False -> True is a transition"
+    );
     assert_eq!(d.events.len(), 1);
     assert_eq!(d.events[0].reason, event);
 }
 
 #[rstest]
-#[case::fetch_retry(FailedStep::Fetch, Disposition::Retry, "AuthenticationFailed", FetchFailed, True, Reconciling)]
-#[case::fetch_stalled(FailedStep::Fetch, Disposition::Stalled, "URLInvalid", FetchFailed, True, Stalled)]
-#[case::storage(FailedStep::Storage, Disposition::Retry, "ArchiveOperationFailed", StorageOperationFailed, True, Reconciling)]
-#[case::verify(FailedStep::Verify, Disposition::Retry, "VerificationError", SourceVerified, False, Reconciling)]
+#[case::fetch_retry(
+    FailedStep::Fetch,
+    Disposition::Retry,
+    "AuthenticationFailed",
+    FetchFailed,
+    True,
+    Reconciling
+)]
+#[case::fetch_stalled(
+    FailedStep::Fetch,
+    Disposition::Stalled,
+    "URLInvalid",
+    FetchFailed,
+    True,
+    Stalled
+)]
+#[case::storage(
+    FailedStep::Storage,
+    Disposition::Retry,
+    "ArchiveOperationFailed",
+    StorageOperationFailed,
+    True,
+    Reconciling
+)]
+#[case::verify(
+    FailedStep::Verify,
+    Disposition::Retry,
+    "VerificationError",
+    SourceVerified,
+    False,
+    Reconciling
+)]
 fn failure_sets_step_condition_ready_false_and_what_next(
     #[case] step: FailedStep,
     #[case] disposition: Disposition,
@@ -122,23 +195,44 @@ fn failure_sets_step_condition_ready_false_and_what_next(
     #[case] step_status: ConditionStatus,
     #[case] next_type: ConditionType,
 ) {
-    let d = run(&ready_state(), Some(DIGEST), &failed(step, disposition, reason));
+    let d = run(
+        &ready_state(),
+        Some(DIGEST),
+        &failed(step, disposition, reason),
+    );
     let ready = get(&d, Ready).unwrap();
-    assert_eq!((ready.status, ready.reason.as_str(), ready.message.as_str()), (False, reason, "failed to do it"));
+    assert_eq!(
+        (ready.status, ready.reason.as_str(), ready.message.as_str()),
+        (False, reason, "failed to do it")
+    );
     assert_eq!(ready.last_transition_time, t(30));
     let c = get(&d, step_type).unwrap();
     assert_eq!((c.status, c.reason.as_str()), (step_status, reason));
     assert!(get(&d, next_type).is_some());
-    let other = if next_type == Stalled { Reconciling } else { Stalled };
+    let other = if next_type == Stalled {
+        Reconciling
+    } else {
+        Stalled
+    };
     assert!(get(&d, other).is_none());
     if disposition == Disposition::Retry {
         assert_eq!(get(&d, Reconciling).unwrap().reason, "ProgressingWithRetry");
     }
     // the last good artifact is still stored and reported
     let kept = get(&d, ArtifactInStorage).unwrap();
-    assert_eq!((kept.status, kept.last_transition_time, kept.observed_generation), (True, t(0), 2));
+    assert_eq!(
+        (
+            kept.status,
+            kept.last_transition_time,
+            kept.observed_generation
+        ),
+        (True, t(0), 2)
+    );
     assert_eq!(d.events.len(), 1);
-    assert_eq!((d.events[0].type_, d.events[0].reason.as_str()), (EventType::Warning, reason));
+    assert_eq!(
+        (d.events[0].type_, d.events[0].reason.as_str()),
+        (EventType::Warning, reason)
+    );
 }
 
 #[test]
@@ -159,7 +253,15 @@ fn repeated_failure_keeps_times_and_does_not_repeat_the_warning() {
 
 #[test]
 fn a_later_failure_replaces_an_earlier_failure_condition() {
-    let d = run(&failing_state(), Some(DIGEST), &failed(FailedStep::Storage, Disposition::Retry, "ArchiveOperationFailed"));
+    let d = run(
+        &failing_state(),
+        Some(DIGEST),
+        &failed(
+            FailedStep::Storage,
+            Disposition::Retry,
+            "ArchiveOperationFailed",
+        ),
+    );
     assert!(get(&d, FetchFailed).is_none());
     assert!(get(&d, StorageOperationFailed).is_some());
 }
@@ -168,7 +270,10 @@ fn a_later_failure_replaces_an_earlier_failure_condition() {
 #[case::new_upstream_revision(Some("v2@sha256:bbbb"), true)]
 #[case::same_revision(Some(REV), false)]
 #[case::unresolved(None, false)]
-fn failure_marks_artifact_outdated_only_for_a_new_revision(#[case] rev: Option<&str>, #[case] outdated: bool) {
+fn failure_marks_artifact_outdated_only_for_a_new_revision(
+    #[case] rev: Option<&str>,
+    #[case] outdated: bool,
+) {
     let outcome = Outcome::Failed(Failure {
         step: FailedStep::Storage,
         reason: "ArchiveOperationFailed".into(),
@@ -180,19 +285,38 @@ fn failure_marks_artifact_outdated_only_for_a_new_revision(#[case] rev: Option<&
     let c = get(&d, ArtifactOutdated);
     assert_eq!(c.is_some(), outdated);
     if let Some(c) = c {
-        assert_eq!((c.reason.as_str(), c.message.as_str()), ("NewRevision", "new revision 'v2@sha256:bbbb'"));
+        assert_eq!(
+            (c.reason.as_str(), c.message.as_str()),
+            ("NewRevision", "new revision 'v2@sha256:bbbb'")
+        );
     }
 }
 
 #[test]
 fn success_clears_artifact_outdated_and_unconfigured_verification() {
     let mut previous = ready_state();
-    previous.push(cond(ArtifactOutdated, True, "NewRevision", "new revision 'x'", 3));
+    previous.push(cond(
+        ArtifactOutdated,
+        True,
+        "NewRevision",
+        "new revision 'x'",
+        3,
+    ));
     previous.push(cond(SourceVerified, True, "Succeeded", "verified", 3));
-    let d = run(&previous, Some(DIGEST), &stored(Verification::NotConfigured));
+    let d = run(
+        &previous,
+        Some(DIGEST),
+        &stored(Verification::NotConfigured),
+    );
     assert_eq!(types(&d), vec![Ready, ArtifactInStorage]);
 
-    let d = run(&previous, Some(DIGEST), &stored(Verification::Verified { message: "verified".into() }));
+    let d = run(
+        &previous,
+        Some(DIGEST),
+        &stored(Verification::Verified {
+            message: "verified".into(),
+        }),
+    );
     let v = get(&d, SourceVerified).unwrap();
     assert_eq!((v.status, v.last_transition_time), (True, t(3)));
 }
@@ -201,16 +325,35 @@ fn success_clears_artifact_outdated_and_unconfigured_verification() {
 fn verification_failure_flips_source_verified_with_a_new_transition_time() {
     let mut previous = ready_state();
     previous.push(cond(SourceVerified, True, "Succeeded", "verified", 3));
-    let d = run(&previous, Some(DIGEST), &failed(FailedStep::Verify, Disposition::Retry, "VerificationError"));
+    let d = run(
+        &previous,
+        Some(DIGEST),
+        &failed(FailedStep::Verify, Disposition::Retry, "VerificationError"),
+    );
     let v = get(&d, SourceVerified).unwrap();
-    assert_eq!((v.status, v.reason.as_str(), v.last_transition_time), (False, "VerificationError", t(30)));
+    assert_eq!(
+        (v.status, v.reason.as_str(), v.last_transition_time),
+        (False, "VerificationError", t(30))
+    );
 }
 
 #[rstest]
 #[case::ok(stored(Verification::NotConfigured), True, "Succeeded")]
-#[case::fetch(failed(FailedStep::Fetch, Disposition::Retry, "AuthenticationFailed"), False, "FetchFailed")]
-#[case::storage(failed(FailedStep::Storage, Disposition::Retry, "ArchiveOperationFailed"), False, "StorageOperationFailed")]
-#[case::verify(failed(FailedStep::Verify, Disposition::Retry, "VerificationError"), False, "VerificationFailed")]
+#[case::fetch(
+    failed(FailedStep::Fetch, Disposition::Retry, "AuthenticationFailed"),
+    False,
+    "FetchFailed"
+)]
+#[case::storage(
+    failed(FailedStep::Storage, Disposition::Retry, "ArchiveOperationFailed"),
+    False,
+    "StorageOperationFailed"
+)]
+#[case::verify(
+    failed(FailedStep::Verify, Disposition::Retry, "VerificationError"),
+    False,
+    "VerificationFailed"
+)]
 fn external_artifact_ready_uses_rfc_0012_reasons(
     #[case] outcome: Outcome,
     #[case] status: ConditionStatus,

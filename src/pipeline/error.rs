@@ -2,6 +2,7 @@
 //! reconciler can pick the condition reason and whether to retry.
 
 use crate::archive::ArchiveError;
+use crate::domain::ignore::IgnoreError;
 use crate::domain::layers::LayerError;
 use crate::domain::manifest::ManifestError;
 use crate::ports::{RegistryError, RegistryErrorKind};
@@ -87,6 +88,9 @@ pub enum PipelineError {
     /// Writing the artifact failed.
     #[error("failed to store artifact")]
     Storage(#[from] StorageError),
+    /// `spec.ignore` (or `--ignore`) does not parse.
+    #[error("invalid ignore rules")]
+    Ignore(#[from] IgnoreError),
     /// A worker thread failed unexpectedly.
     #[error("failed to run the unpacking worker: {0}")]
     Worker(String),
@@ -103,6 +107,8 @@ pub enum PipelineErrorKind {
     LayerOperation,
     /// Local disk failed.
     Storage,
+    /// The request itself is invalid (ignore rules): nothing helps until it changes.
+    Spec,
 }
 
 impl PipelineError {
@@ -113,11 +119,16 @@ impl PipelineError {
             _ => PipelineErrorKind::Pull,
         };
         match self {
-            Self::Resolve { source, .. } | Self::FetchManifest { source, .. } => from_registry(source),
+            Self::Resolve { source, .. } | Self::FetchManifest { source, .. } => {
+                from_registry(source)
+            }
             Self::Blob { source, .. } => from_registry(source),
             Self::NoMatchingTag { .. } => PipelineErrorKind::Pull,
-            Self::Manifest { .. } | Self::Layers { .. } | Self::Archive { .. } => PipelineErrorKind::LayerOperation,
+            Self::Manifest { .. } | Self::Layers { .. } | Self::Archive { .. } => {
+                PipelineErrorKind::LayerOperation
+            }
             Self::Storage(_) | Self::Worker(_) => PipelineErrorKind::Storage,
+            Self::Ignore(_) => PipelineErrorKind::Spec,
         }
     }
 }

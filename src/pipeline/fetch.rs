@@ -9,6 +9,8 @@
 
 use std::sync::Arc;
 
+use std::sync::Mutex;
+
 use futures::StreamExt;
 
 use crate::archive::bridge;
@@ -19,13 +21,13 @@ use crate::domain::layers::{LayerSelector, Selection};
 use crate::domain::limits::Limits;
 use crate::domain::manifest::{Descriptor, ImageManifest, Manifest, ManifestError, Platform};
 use crate::domain::reference::RepositoryUrl;
-use crate::ports::{BlobStream, Registry};
+use crate::ports::{BlobStream, Registry, RegistryError};
 use crate::storage::{Storage, StoredFile};
 
 use super::PipelineError;
 
 /// How many chunks may wait between the download and the unpacking thread.
-const BRIDGE_CHUNKS: usize = 16;
+const BRIDGE_CHUNKS: usize = bridge::DEFAULT_CAPACITY;
 
 /// Fetches the manifest `digest` points at; an index resolves to `platform`'s manifest.
 /// Returns the image manifest and the digest of that manifest.
@@ -38,9 +40,14 @@ pub async fn fetch_manifest(
     let mut current = digest.clone();
     // An index may point at an image manifest; never follow more than one level.
     for _ in 0..2 {
-        let fetched = registry.manifest(&current.to_string()).await.map_err(|source| {
-            PipelineError::FetchManifest { url: url.to_string(), digest: current.to_string(), source }
-        })?;
+        let fetched = registry
+            .manifest(&current.to_string())
+            .await
+            .map_err(|source| PipelineError::FetchManifest {
+                url: url.to_string(),
+                digest: current.to_string(),
+                source,
+            })?;
         let bad = |source: ManifestError| PipelineError::Manifest {
             url: url.to_string(),
             digest: current.to_string(),
@@ -83,15 +90,18 @@ pub async fn store_layers(
     registry: Arc<dyn Registry>,
     req: StoreRequest<'_>,
 ) -> Result<StoredFile, PipelineError> {
-    let selection = req.selector.select(req.manifest).map_err(|source| PipelineError::Layers {
-        digest: req.manifest_digest.to_string(),
-        source,
-    })?;
+    let selection = req
+        .selector
+        .select(req.manifest)
+        .map_err(|source| PipelineError::Layers {
+            digest: req.manifest_digest.to_string(),
+            source,
+        })?;
     match selection {
         Selection::Copy(layer) => copy_layer(registry.as_ref(), &req, &layer).await,
         Selection::Extract(layers) => {
             let base = match req.ignore {
-                Some(text) => IgnoreRules::from_spec(text),
+                Some(text) => IgnoreRules::from_spec(text)?,
                 None => IgnoreRules::flux_default(),
             };
             let mut rules = base.clone();
@@ -108,7 +118,9 @@ pub async fn store_layers(
                     }
                 }
             }
-            Err(PipelineError::Worker("the second merge pass asked for a third".into()))
+            Err(PipelineError::Worker(
+                "the second merge pass asked for a third".into(),
+            ))
         }
     }
 }
@@ -118,31 +130,38 @@ enum PassOutcome {
     Again(Vec<(String, String)>),
 }
 
-async fn open_blob(registry: &dyn Registry, req: &StoreRequest<'_>, layer: &Descriptor) -> Result<BlobStream, PipelineError> {
-    registry.blob(layer).await.map_err(|source| PipelineError::Blob {
-        url: req.url.to_string(),
-        layer: layer.digest.to_string(),
-        source,
-    })
+async fn open_blob(
+    registry: &dyn Registry,
+    req: &StoreRequest<'_>,
+    layer: &Descriptor,
+) -> Result<BlobStream, PipelineError> {
+    registry
+        .blob(layer)
+        .await
+        .map_err(|source| PipelineError::Blob {
+            url: req.url.to_string(),
+            layer: layer.digest.to_string(),
+            source,
+        })
 }
 
-/// Pumps a blob stream into the bridge; returns the registry error that ended it, if any.
-async fn pump(mut stream: BlobStream, tx: bridge::Sender) -> Option<crate::ports::RegistryError> {
-    while let Some(item) = stream.next().await {
-        match item {
-            Ok(chunk) => {
-                if tx.send(Ok(chunk)).await.is_err() {
-                    // The reader gave up (its error is reported from its side).
-                    return None;
-                }
+/// Wraps a blob stream so the first registry error it ends with is kept: the merge then
+/// fails on a truncated layer, and the registry error is the one worth reporting.
+fn watched(stream: BlobStream) -> (BlobStream, Arc<Mutex<Option<RegistryError>>>) {
+    let slot = Arc::new(Mutex::new(None));
+    let seen = slot.clone();
+    let stream = stream
+        .inspect(move |item| {
+            if let (Err(e), Ok(mut s)) = (item, seen.lock()) {
+                s.get_or_insert_with(|| RegistryError::new(e.kind, e.message.clone()));
             }
-            Err(e) => {
-                let _ = tx.send(Err(std::io::Error::other(e.message.clone()))).await;
-                return Some(e);
-            }
-        }
-    }
-    None
+        })
+        .boxed();
+    (stream, slot)
+}
+
+fn taken(slot: &Mutex<Option<RegistryError>>) -> Option<RegistryError> {
+    slot.lock().ok().and_then(|mut s| s.take())
 }
 
 async fn merge_pass(
@@ -152,8 +171,12 @@ async fn merge_pass(
     ignore: IgnoreRules,
 ) -> Result<PassOutcome, PipelineError> {
     let pending = req.storage.create(req.path)?;
-    let opts = MergeOptions { ignore, limits: req.limits.clone() };
-    let (layer_tx, mut layer_rx) = tokio::sync::mpsc::channel::<(Descriptor, bridge::Reader)>(1);
+    let opts = MergeOptions {
+        ignore,
+        limits: req.limits.clone(),
+    };
+    let (layer_tx, mut layer_rx) =
+        tokio::sync::mpsc::channel::<(Descriptor, bridge::BlobReader)>(1);
     let digest = req.manifest_digest.to_string();
     let worker = tokio::task::spawn_blocking(move || {
         let mut merger = Merger::new(pending, opts);
@@ -175,7 +198,9 @@ async fn merge_pass(
         if layer_tx.send((layer.clone(), rx)).await.is_err() {
             break; // the worker stopped on an error; it is reported below
         }
-        if let Some(source) = pump(stream, tx).await {
+        let (stream, slot) = watched(stream);
+        let pumped = tx.pump(stream).await;
+        if let Some(source) = taken(&slot) {
             registry_failure = Some(PipelineError::Blob {
                 url: req.url.to_string(),
                 layer: layer.digest.to_string(),
@@ -183,9 +208,14 @@ async fn merge_pass(
             });
             break;
         }
+        if pumped.is_err() {
+            break; // the worker stopped on an error; it is reported below
+        }
     }
     drop(layer_tx);
-    let merged = worker.await.map_err(|e| PipelineError::Worker(e.to_string()))?;
+    let merged = worker
+        .await
+        .map_err(|e| PipelineError::Worker(e.to_string()))?;
     // A registry failure explains any archive error it caused (a cut-off stream).
     if let Some(e) = registry_failure {
         return Err(e);
@@ -209,13 +239,20 @@ async fn copy_layer(
     let mut pending = req.storage.create(req.path)?;
     let stream = open_blob(registry, req, layer).await?;
     let (tx, mut rx) = bridge::channel(BRIDGE_CHUNKS);
-    let worker = tokio::task::spawn_blocking(move || {
-        std::io::copy(&mut rx, &mut pending).map(|_| pending)
-    });
-    let failure = pump(stream, tx).await;
-    let copied = worker.await.map_err(|e| PipelineError::Worker(e.to_string()))?;
+    let worker =
+        tokio::task::spawn_blocking(move || std::io::copy(&mut rx, &mut pending).map(|_| pending));
+    let (stream, slot) = watched(stream);
+    let _ = tx.pump(stream).await;
+    let failure = taken(&slot);
+    let copied = worker
+        .await
+        .map_err(|e| PipelineError::Worker(e.to_string()))?;
     if let Some(source) = failure {
-        return Err(PipelineError::Blob { url: req.url.to_string(), layer: layer.digest.to_string(), source });
+        return Err(PipelineError::Blob {
+            url: req.url.to_string(),
+            layer: layer.digest.to_string(),
+            source,
+        });
     }
     let pending = copied.map_err(|e| PipelineError::Worker(e.to_string()))?;
     let stored = tokio::task::spawn_blocking(move || pending.commit())

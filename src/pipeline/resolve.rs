@@ -27,15 +27,26 @@ pub async fn resolve(
 ) -> Result<Resolved, PipelineError> {
     let tag = match reference {
         RefSpec::Digest(d) => {
-            return Ok(Resolved { digest: d.clone(), tag: None, revision: revision(None, d) });
+            return Ok(Resolved {
+                digest: d.clone(),
+                tag: None,
+                revision: revision(None, d),
+            });
         }
         RefSpec::Tag(t) => t.clone(),
-        RefSpec::Semver { range, range_text, filter } => {
-            let tags = registry.tags().await.map_err(|source| PipelineError::Resolve {
-                url: url.to_string(),
-                reference: range_text.clone(),
-                source,
-            })?;
+        RefSpec::Semver {
+            range,
+            range_text,
+            filter,
+        } => {
+            let tags = registry
+                .tags()
+                .await
+                .map_err(|source| PipelineError::Resolve {
+                    url: url.to_string(),
+                    reference: range_text.clone(),
+                    source,
+                })?;
             let chosen = choose_tag(tags.iter().map(String::as_str), range, filter.as_ref());
             match chosen {
                 Some((t, _)) => t.to_string(),
@@ -43,17 +54,27 @@ pub async fn resolve(
                     return Err(PipelineError::NoMatchingTag {
                         url: url.to_string(),
                         range: range_text.clone(),
-                        filter: filter.as_ref().map(|f| format!(" with filter '{f}'")).unwrap_or_default(),
+                        filter: filter
+                            .as_ref()
+                            .map(|f| format!(" with filter '{f}'"))
+                            .unwrap_or_default(),
                         tags: tags.len(),
                     })
                 }
             }
         }
     };
-    let digest = registry.manifest_digest(&tag).await.map_err(|source| PipelineError::Resolve {
-        url: url.to_string(),
-        reference: tag.clone(),
-        source,
-    })?;
-    Ok(Resolved { revision: revision(Some(&tag), &digest), digest, tag: Some(tag) })
+    let digest = registry
+        .manifest_digest(&tag)
+        .await
+        .map_err(|source| PipelineError::Resolve {
+            url: url.to_string(),
+            reference: tag.clone(),
+            source,
+        })?;
+    Ok(Resolved {
+        revision: revision(Some(&tag), &digest),
+        digest,
+        tag: Some(tag),
+    })
 }

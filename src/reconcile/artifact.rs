@@ -23,17 +23,24 @@ use super::source::Source;
 pub fn layer_selector(obj: &OciRepository) -> LayerSelector {
     let sel = obj.spec.layer_selector.clone().unwrap_or_default();
     LayerSelector {
-        media_type: sel.media_type.filter(|m| !m.is_empty()),
         operation: match sel.effective_operation() {
             ApiOperation::Extract => LayerOperation::Extract,
             ApiOperation::Copy => LayerOperation::Copy,
         },
+        media_type: sel.media_type.filter(|m| !m.is_empty()),
     }
 }
 
 /// True when the stored artifact already reflects this revision and these settings.
-pub fn is_current(obj: &OciRepository, previous: &OciRepositoryStatus, source: &Source, ctx: &Context) -> bool {
-    let Some(artifact) = &previous.artifact else { return false };
+pub fn is_current(
+    obj: &OciRepository,
+    previous: &OciRepositoryStatus,
+    source: &Source,
+    ctx: &Context,
+) -> bool {
+    let Some(artifact) = &previous.artifact else {
+        return false;
+    };
     artifact.revision == source.resolved.revision
         && previous.observed_ignore == obj.spec.ignore
         && previous.observed_layer_selector == obj.spec.layer_selector
@@ -50,12 +57,25 @@ pub async fn store(
     ctx: &Context,
     now: DateTime<Utc>,
 ) -> Result<Artifact, ReconcileError> {
-    let platform_text = obj.spec.platform.clone().unwrap_or_else(|| ctx.settings.default_platform.clone());
+    let platform_text = obj
+        .spec
+        .platform
+        .clone()
+        .unwrap_or_else(|| ctx.settings.default_platform.clone());
     let platform = Platform::parse(&platform_text)
         .map_err(|e| crate::api::validate::InvalidSpec::platform(e.to_string()))?;
-    let (manifest, manifest_digest) =
-        pipeline::fetch_manifest(source.registry.as_ref(), &source.url, &source.resolved.digest, &platform).await?;
-    let path = Storage::artifact_path(namespace, name, &format!("{}.tar.gz", source.resolved.digest.hex()));
+    let (manifest, manifest_digest) = pipeline::fetch_manifest(
+        source.registry.as_ref(),
+        &source.url,
+        &source.resolved.digest,
+        &platform,
+    )
+    .await?;
+    let path = Storage::artifact_path(
+        namespace,
+        name,
+        &format!("{}.tar.gz", source.resolved.digest.hex()),
+    );
     let selector = layer_selector(obj);
     let stored = pipeline::store_layers(
         source.registry.clone(),

@@ -21,7 +21,9 @@ fn value<'a>(data: &'a SecretData, key: &str) -> Option<&'a [u8]> {
 }
 
 fn text(data: &SecretData, key: &str) -> Option<String> {
-    value(data, key).map(|v| String::from_utf8_lossy(v).trim().to_string()).filter(|s| !s.is_empty())
+    value(data, key)
+        .map(|v| String::from_utf8_lossy(v).trim().to_string())
+        .filter(|s| !s.is_empty())
 }
 
 async fn read(
@@ -30,7 +32,10 @@ async fn read(
     name: &str,
     field: &'static str,
 ) -> Result<SecretData, ReconcileError> {
-    secrets.secret(namespace, name).await.map_err(|source| ReconcileError::Secret { field, source })
+    secrets
+        .secret(namespace, name)
+        .await
+        .map_err(|source| ReconcileError::Secret { field, source })
 }
 
 fn docker_credentials(
@@ -39,19 +44,25 @@ fn docker_credentials(
     field: &'static str,
     host: &str,
 ) -> Result<Option<Credentials>, ReconcileError> {
-    let json = DOCKER_CONFIG_KEYS.iter().find_map(|k| value(data, k)).ok_or_else(|| {
-        ReconcileError::SecretContent {
+    let json = DOCKER_CONFIG_KEYS
+        .iter()
+        .find_map(|k| value(data, k))
+        .ok_or_else(|| ReconcileError::SecretContent {
             field,
             secret: secret.to_string(),
-            problem: "no '.dockerconfigjson' key: create it with 'kubectl create secret docker-registry'".into(),
-        }
-    })?;
+            problem:
+                "no '.dockerconfigjson' key: create it with 'kubectl create secret docker-registry'"
+                    .into(),
+        })?;
     let bad = |e: &dyn std::fmt::Display| ReconcileError::SecretContent {
         field,
         secret: secret.to_string(),
         problem: e.to_string(),
     };
-    DockerConfig::parse(json).map_err(|e| bad(&e))?.credentials_for(host).map_err(|e| bad(&e))
+    DockerConfig::parse(json)
+        .map_err(|e| bad(&e))?
+        .credentials_for(host)
+        .map_err(|e| bad(&e))
 }
 
 /// Registry options for `obj` and registry `host`, from the spec and its Secrets.
@@ -76,10 +87,14 @@ pub async fn registry_options(
             let names = secrets
                 .image_pull_secrets(namespace, sa)
                 .await
-                .map_err(|source| ReconcileError::Secret { field: "spec.serviceAccountName", source })?;
+                .map_err(|source| ReconcileError::Secret {
+                    field: "spec.serviceAccountName",
+                    source,
+                })?;
             for name in names {
                 let data = read(secrets, namespace, &name, "spec.serviceAccountName").await?;
-                if let Some(c) = docker_credentials(&data, &name, "spec.serviceAccountName", host)? {
+                if let Some(c) = docker_credentials(&data, &name, "spec.serviceAccountName", host)?
+                {
                     options.credentials = Some(c);
                     break;
                 }
@@ -90,9 +105,10 @@ pub async fn registry_options(
         let data = read(secrets, namespace, &r.name, "spec.certSecretRef").await?;
         options.ca_pem = value(&data, "ca.crt").map(<[u8]>::to_vec);
         options.client_identity = match (value(&data, "tls.crt"), value(&data, "tls.key")) {
-            (Some(cert), Some(key)) => {
-                Some(ClientIdentity { cert_pem: cert.to_vec(), key_pem: Redacted::new(key.to_vec()) })
-            }
+            (Some(cert), Some(key)) => Some(ClientIdentity {
+                cert_pem: cert.to_vec(),
+                key_pem: Redacted::new(key.to_vec()),
+            }),
             (None, None) => None,
             _ => {
                 return Err(ReconcileError::SecretContent {
@@ -121,7 +137,10 @@ pub async fn registry_options(
             username,
             password: Redacted::new(text(&data, "password").unwrap_or_default()),
         });
-        options.proxy = Some(ProxySettings { address, credentials });
+        options.proxy = Some(ProxySettings {
+            address,
+            credentials,
+        });
     }
     Ok(options)
 }
@@ -132,29 +151,47 @@ pub async fn verify_policy(
     namespace: &str,
     secrets: &dyn Secrets,
 ) -> Result<Option<VerifyPolicy>, ReconcileError> {
-    let Some(verify) = &obj.spec.verify else { return Ok(None) };
+    let Some(verify) = &obj.spec.verify else {
+        return Ok(None);
+    };
     let keys: Option<(String, BTreeMap<String, Vec<u8>>)> = match &verify.secret_ref {
         Some(r) => {
             let data = read(secrets, namespace, &r.name, "spec.verify.secretRef").await?;
-            Some((r.name.clone(), data.into_iter().map(|(k, v)| (k, v.expose().clone())).collect()))
+            Some((
+                r.name.clone(),
+                data.into_iter()
+                    .map(|(k, v)| (k, v.expose().clone()))
+                    .collect(),
+            ))
         }
         None => None,
     };
     let trusted_root_json = match &verify.trusted_root_secret_ref {
         Some(r) => {
-            let data = read(secrets, namespace, &r.name, "spec.verify.trustedRootSecretRef").await?;
-            Some(value(&data, "trusted_root.json").map(<[u8]>::to_vec).ok_or_else(|| {
-                ReconcileError::SecretContent {
-                    field: "spec.verify.trustedRootSecretRef",
-                    secret: r.name.clone(),
-                    problem: "no 'trusted_root.json' key".into(),
-                }
-            })?)
+            let data = read(
+                secrets,
+                namespace,
+                &r.name,
+                "spec.verify.trustedRootSecretRef",
+            )
+            .await?;
+            Some(
+                value(&data, "trusted_root.json")
+                    .map(<[u8]>::to_vec)
+                    .ok_or_else(|| ReconcileError::SecretContent {
+                        field: "spec.verify.trustedRootSecretRef",
+                        secret: r.name.clone(),
+                        problem: "no 'trusted_root.json' key".into(),
+                    })?,
+            )
         }
         None => None,
     };
-    let identities: Vec<(String, String)> =
-        verify.match_oidc_identity.iter().map(|m| (m.issuer.clone(), m.subject.clone())).collect();
+    let identities: Vec<(String, String)> = verify
+        .match_oidc_identity
+        .iter()
+        .map(|m| (m.issuer.clone(), m.subject.clone()))
+        .collect();
     let provider = match verify.provider {
         crate::api::ocirepository::VerificationProvider::Cosign => "cosign",
         crate::api::ocirepository::VerificationProvider::Notation => "notation",

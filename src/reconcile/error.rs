@@ -90,6 +90,7 @@ impl ReconcileError {
                     (Fetch, reason::OCI_ARTIFACT_LAYER_OPERATION_FAILED, Retry)
                 }
                 PipelineErrorKind::Storage => (Storage, reason::STORAGE_OPERATION_FAILED, Retry),
+                PipelineErrorKind::Spec => (Fetch, reason::INVALID_SPEC, Stalled),
             },
             Self::VerifyPolicy(_) => (Verify, reason::VERIFICATION_ERROR, Stalled),
             Self::Verify(VerifyError::Spec(_)) => (Verify, reason::VERIFICATION_ERROR, Stalled),
@@ -112,6 +113,12 @@ impl ReconcileError {
     /// The failure as the status fold wants it.
     pub fn failure(&self, new_revision: Option<String>) -> Failure {
         let (step, reason, disposition) = self.classify();
-        Failure { step, reason: reason.to_string(), message: chain(self), disposition, new_revision }
+        Failure {
+            step,
+            reason: reason.to_string(),
+            message: chain(self),
+            disposition,
+            new_revision,
+        }
     }
 }

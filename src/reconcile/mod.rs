@@ -53,7 +53,10 @@ pub struct Report {
 impl Report {
     /// True when Ready is True.
     pub fn ready(&self) -> bool {
-        self.status.conditions.iter().any(|c| c.type_ == crate::api::conditions::READY && c.status == "True")
+        self.status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == crate::api::conditions::READY && c.status == "True")
     }
 }
 
@@ -78,20 +81,34 @@ async fn steps(
     ctx: &Context,
     now: DateTime<Utc>,
 ) -> Result<Success, (ReconcileError, Option<String>)> {
-    let src = source::resolve(obj, namespace, ctx).await.map_err(|e| (e, None))?;
+    let src = source::resolve(obj, namespace, ctx)
+        .await
+        .map_err(|e| (e, None))?;
     let revision = Some(src.resolved.revision.clone());
-    let verdict = source::verify(&src, obj, previous, ctx).await.map_err(|e| (e, revision.clone()))?;
+    let verdict = source::verify(&src, obj, previous, ctx)
+        .await
+        .map_err(|e| (e, revision.clone()))?;
     let verification = match verdict {
         Some(message) => Verification::Verified { message },
         None => Verification::NotConfigured,
     };
     if artifact::is_current(obj, previous, &src, ctx) {
         if let Some(a) = &previous.artifact {
-            return Ok(Success { artifact: a.clone(), verification, pulled: false });
+            return Ok(Success {
+                artifact: a.clone(),
+                verification,
+                pulled: false,
+            });
         }
     }
-    let artifact = artifact::store(obj, namespace, name, &src, ctx, now).await.map_err(|e| (e, revision))?;
-    Ok(Success { artifact, verification, pulled: true })
+    let artifact = artifact::store(obj, namespace, name, &src, ctx, now)
+        .await
+        .map_err(|e| (e, revision))?;
+    Ok(Success {
+        artifact,
+        verification,
+        pulled: true,
+    })
 }
 
 /// Reconciles `obj` once at time `now`. Never fails: failures are folded into the status
@@ -102,18 +119,33 @@ pub async fn reconcile(obj: &OciRepository, ctx: &Context, now: DateTime<Utc>) -
     let key = format!("{namespace}/{name}");
     let previous = obj.status.clone().unwrap_or_default();
     let generation = obj.metadata.generation.unwrap_or(0);
-    let interval = obj.spec.interval_duration().unwrap_or(Duration::from_secs(600));
+    let interval = obj
+        .spec
+        .interval_duration()
+        .unwrap_or(Duration::from_secs(600));
 
     if obj.spec.suspend {
-        return Report { status: previous, events: Vec::new(), requeue: Requeue::AwaitChange, error: None, pulled: false };
+        return Report {
+            status: previous,
+            events: Vec::new(),
+            requeue: Requeue::AwaitChange,
+            error: None,
+            pulled: false,
+        };
     }
 
-    let timeout = obj.spec.timeout_duration().unwrap_or(Duration::from_secs(60));
+    let timeout = obj
+        .spec
+        .timeout_duration()
+        .unwrap_or(Duration::from_secs(60));
     let started = std::time::Instant::now();
-    let result = match tokio::time::timeout(timeout, steps(obj, &namespace, &name, &previous, ctx, now)).await {
-        Ok(r) => r,
-        Err(_) => Err((ReconcileError::Timeout(timeout), None)),
-    };
+    let result =
+        match tokio::time::timeout(timeout, steps(obj, &namespace, &name, &previous, ctx, now))
+            .await
+        {
+            Ok(r) => r,
+            Err(_) => Err((ReconcileError::Timeout(timeout), None)),
+        };
 
     let (outcome, success, error) = match result {
         Ok(s) => (
@@ -140,11 +172,16 @@ pub async fn reconcile(obj: &OciRepository, ctx: &Context, now: DateTime<Utc>) -
     let mut next = previous.clone();
     next.conditions = all_to_k8s(&decision.conditions);
     next.observed_generation = Some(generation);
-    next.last_handled_reconcile_at = obj.annotations().get(RECONCILE_REQUESTED_AT).cloned().or(previous.last_handled_reconcile_at);
+    next.last_handled_reconcile_at = obj
+        .annotations()
+        .get(RECONCILE_REQUESTED_AT)
+        .cloned()
+        .or(previous.last_handled_reconcile_at);
     let pulled = success.as_ref().is_some_and(|s| s.pulled);
     if let Some(s) = success {
         next.url = Some(s.artifact.url.clone());
-        ctx.metrics.observe_artifact(&namespace, &name, s.artifact.size.unwrap_or(0));
+        ctx.metrics
+            .observe_artifact(&namespace, &name, s.artifact.size.unwrap_or(0));
         next.artifact = Some(s.artifact);
         next.observed_ignore = obj.spec.ignore.clone();
         next.observed_layer_selector = obj.spec.layer_selector.clone();
@@ -159,7 +196,16 @@ pub async fn reconcile(obj: &OciRepository, ctx: &Context, now: DateTime<Utc>) -
         Some(e) if e.disposition() == Disposition::Stalled => Requeue::AwaitChange,
         Some(_) => Requeue::After(requeue::backoff(ctx.failed(&key), interval)),
     };
-    let reason = error.as_ref().map(ReconcileError::reason).unwrap_or(crate::api::conditions::reason::SUCCEEDED);
+    let reason = error
+        .as_ref()
+        .map(ReconcileError::reason)
+        .unwrap_or(crate::api::conditions::reason::SUCCEEDED);
     ctx.metrics.observe_reconcile(reason, started.elapsed());
-    Report { status: next, events: decision.events, requeue, error, pulled }
+    Report {
+        status: next,
+        events: decision.events,
+        requeue,
+        error,
+        pulled,
+    }
 }

@@ -31,10 +31,15 @@ pub struct Source {
 }
 
 /// Validates, connects and resolves.
-pub async fn resolve(obj: &OciRepository, namespace: &str, ctx: &Context) -> Result<Source, ReconcileError> {
+pub async fn resolve(
+    obj: &OciRepository,
+    namespace: &str,
+    ctx: &Context,
+) -> Result<Source, ReconcileError> {
     obj.validate()?;
     let spec = &obj.spec;
-    let url = RepositoryUrl::parse(&spec.url).map_err(|e| crate::api::validate::InvalidSpec::url(e.to_string()))?;
+    let url = RepositoryUrl::parse(&spec.url)
+        .map_err(|e| crate::api::validate::InvalidSpec::url(e.to_string()))?;
     let r = spec.reference.clone().unwrap_or_default();
     let reference = RefSpec::from_fields(
         r.tag.as_deref(),
@@ -43,12 +48,20 @@ pub async fn resolve(obj: &OciRepository, namespace: &str, ctx: &Context) -> Res
         r.digest.as_deref(),
     )
     .map_err(|e| crate::api::validate::InvalidSpec::reference(e.to_string()))?;
-    let options = credentials::registry_options(obj, namespace, &url.host, ctx.secrets.as_ref()).await?;
-    let registry =
-        ctx.connector.connect(&url.host, &url.repository, &options).map_err(ReconcileError::Client)?;
+    let options =
+        credentials::registry_options(obj, namespace, &url.host, ctx.secrets.as_ref()).await?;
+    let registry = ctx
+        .connector
+        .connect(&url.host, &url.repository, &options)
+        .map_err(ReconcileError::Client)?;
     let resolved = pipeline::resolve(registry.as_ref(), &url, &reference).await?;
     let policy = credentials::verify_policy(obj, namespace, ctx.secrets.as_ref()).await?;
-    Ok(Source { url, registry, resolved, policy })
+    Ok(Source {
+        url,
+        registry,
+        resolved,
+        policy,
+    })
 }
 
 /// The key a verdict is cached under: the digest and a fingerprint of the policy.
@@ -70,14 +83,18 @@ pub fn known_verdict(
     if let Some(message) = ctx.verified(&key) {
         return Some(message);
     }
-    let same_revision =
-        previous.artifact.as_ref().is_some_and(|a| a.revision == source.resolved.revision);
+    let same_revision = previous
+        .artifact
+        .as_ref()
+        .is_some_and(|a| a.revision == source.resolved.revision);
     let generation = obj.metadata.generation.unwrap_or(0);
     previous
         .conditions
         .iter()
         .find(|c| c.type_ == SOURCE_VERIFIED)
-        .filter(|c| same_revision && c.status == "True" && c.observed_generation == Some(generation))
+        .filter(|c| {
+            same_revision && c.status == "True" && c.observed_generation == Some(generation)
+        })
         .map(|c| c.message.clone())
 }
 
@@ -88,13 +105,20 @@ pub async fn verify(
     previous: &OciRepositoryStatus,
     ctx: &Context,
 ) -> Result<Option<String>, ReconcileError> {
-    let Some(policy) = &source.policy else { return Ok(None) };
+    let Some(policy) = &source.policy else {
+        return Ok(None);
+    };
     if let Some(message) = known_verdict(source, obj, previous, ctx) {
         return Ok(Some(message));
     }
     let verified = ctx
         .verifier
-        .verify(source.registry.as_ref(), &source.url.to_string(), &source.resolved.digest, policy)
+        .verify(
+            source.registry.as_ref(),
+            &source.url.to_string(),
+            &source.resolved.digest,
+            policy,
+        )
         .await?;
     let message = format!(
         "verified signature of revision '{}' ({}, {})",

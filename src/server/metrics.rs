@@ -12,7 +12,9 @@ use std::time::Duration;
 use crate::domain::status::reason::SUCCEEDED;
 
 /// Upper bounds (seconds) of the reconcile duration histogram buckets.
-const BUCKETS: [f64; 12] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+const BUCKETS: [f64; 12] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
 
 #[derive(Default)]
 struct Histogram {
@@ -45,21 +47,33 @@ impl Metrics {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock cannot leave the maps half-updated in a way that
         // matters for counters; keep serving them.
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Records one finished reconcile by its Ready reason: `Succeeded` counts as result
     /// `success`, any other reason as `failure`.
     pub fn observe_reconcile(&self, reason: &str, duration: Duration) {
-        let result = if reason == SUCCEEDED { "success" } else { "failure" };
+        let result = if reason == SUCCEEDED {
+            "success"
+        } else {
+            "failure"
+        };
         let seconds = duration.as_secs_f64();
         let mut inner = self.lock();
         let histogram = inner.durations.entry(result.to_string()).or_default();
-        let slot = BUCKETS.iter().position(|&le| seconds <= le).unwrap_or(BUCKETS.len());
+        let slot = BUCKETS
+            .iter()
+            .position(|&le| seconds <= le)
+            .unwrap_or(BUCKETS.len());
         histogram.counts[slot] += 1;
         histogram.sum += seconds;
         histogram.count += 1;
-        *inner.results.entry((result.to_string(), reason.to_string())).or_default() += 1;
+        *inner
+            .results
+            .entry((result.to_string(), reason.to_string()))
+            .or_default() += 1;
     }
 
     /// Adds bytes downloaded from registries.
@@ -71,12 +85,16 @@ impl Metrics {
     /// values count as 0).
     pub fn observe_artifact(&self, namespace: &str, name: &str, size: i64) {
         let bytes = u64::try_from(size).unwrap_or(0);
-        self.lock().artifact_sizes.insert((namespace.to_string(), name.to_string()), bytes);
+        self.lock()
+            .artifact_sizes
+            .insert((namespace.to_string(), name.to_string()), bytes);
     }
 
     /// Forgets an object (deleted), so its gauge disappears.
     pub fn remove_object(&self, namespace: &str, name: &str) {
-        self.lock().artifact_sizes.remove(&(namespace.to_string(), name.to_string()));
+        self.lock()
+            .artifact_sizes
+            .remove(&(namespace.to_string(), name.to_string()));
     }
 
     /// The Prometheus text exposition of every metric.
@@ -84,7 +102,10 @@ impl Metrics {
         let inner = self.lock();
         let mut out = String::new();
         // Writing to a String cannot fail; the results of write! are ignored below.
-        let _ = writeln!(out, "# HELP ocisource_reconcile_duration_seconds Duration of reconciles.");
+        let _ = writeln!(
+            out,
+            "# HELP ocisource_reconcile_duration_seconds Duration of reconciles."
+        );
         let _ = writeln!(out, "# TYPE ocisource_reconcile_duration_seconds histogram");
         for (result, h) in &inner.durations {
             let result = escape(result);
@@ -101,10 +122,21 @@ impl Metrics {
                 "ocisource_reconcile_duration_seconds_bucket{{result=\"{result}\",le=\"+Inf\"}} {}",
                 h.count
             );
-            let _ = writeln!(out, "ocisource_reconcile_duration_seconds_sum{{result=\"{result}\"}} {}", h.sum);
-            let _ = writeln!(out, "ocisource_reconcile_duration_seconds_count{{result=\"{result}\"}} {}", h.count);
+            let _ = writeln!(
+                out,
+                "ocisource_reconcile_duration_seconds_sum{{result=\"{result}\"}} {}",
+                h.sum
+            );
+            let _ = writeln!(
+                out,
+                "ocisource_reconcile_duration_seconds_count{{result=\"{result}\"}} {}",
+                h.count
+            );
         }
-        let _ = writeln!(out, "# HELP ocisource_reconcile_results_total Finished reconciles by result and reason.");
+        let _ = writeln!(
+            out,
+            "# HELP ocisource_reconcile_results_total Finished reconciles by result and reason."
+        );
         let _ = writeln!(out, "# TYPE ocisource_reconcile_results_total counter");
         for ((result, reason), n) in &inner.results {
             let _ = writeln!(
@@ -114,10 +146,20 @@ impl Metrics {
                 escape(reason)
             );
         }
-        let _ = writeln!(out, "# HELP ocisource_bytes_pulled_total Bytes downloaded from registries.");
+        let _ = writeln!(
+            out,
+            "# HELP ocisource_bytes_pulled_total Bytes downloaded from registries."
+        );
         let _ = writeln!(out, "# TYPE ocisource_bytes_pulled_total counter");
-        let _ = writeln!(out, "ocisource_bytes_pulled_total {}", self.bytes_pulled.load(Ordering::Relaxed));
-        let _ = writeln!(out, "# HELP ocisource_artifact_size_bytes Size of the stored artifact per object.");
+        let _ = writeln!(
+            out,
+            "ocisource_bytes_pulled_total {}",
+            self.bytes_pulled.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP ocisource_artifact_size_bytes Size of the stored artifact per object."
+        );
         let _ = writeln!(out, "# TYPE ocisource_artifact_size_bytes gauge");
         for ((namespace, name), bytes) in &inner.artifact_sizes {
             let _ = writeln!(
@@ -133,5 +175,8 @@ impl Metrics {
 
 /// Escapes a label value: backslash, double quote and newline.
 fn escape(value: &str) -> String {
-    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use serde::Deserialize;
-use sha2::Digest as _;
 use serde_json::json;
+use sha2::Digest as _;
 use sigstore_verify::types::{Artifact, Bundle};
 
 use super::keys::ParsedKey;

@@ -338,3 +338,16 @@ fn check(mode: &Mode, candidate: &Candidate, digest: &Digest) -> Result<Verified
         }
     }
 }
+
+#[async_trait::async_trait]
+impl crate::ports::SignatureVerifier for CosignVerifier {
+    async fn verify(
+        &self,
+        registry: &dyn Registry,
+        image: &str,
+        digest: &Digest,
+        policy: &VerifyPolicy,
+    ) -> Result<Verified, VerifyError> {
+        CosignVerifier::verify(self, registry, image, digest, policy).await
+    }
+}

@@ -1,0 +1,285 @@
+//! Docker CLI credentials: parses a docker config JSON (`auths` keyed by host or URL,
+//! `auth` as base64 `user:pass` or `username`/`password`, `identitytoken`), asks
+//! `credHelpers`/`credsStore` helpers (`docker-credential-<name> get`), and finds the CLI
+//! default file (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`). Used by the
+//! CLI and for `dockerconfigjson` Secrets. Returns `domain::secret::Credentials`; never
+//! prints secrets. No HTTP here.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use base64::Engine as _;
+
+use crate::domain::secret::{Credentials, Redacted};
+
+/// A failure to read credentials from a docker config.
+#[derive(Debug, thiserror::Error)]
+pub enum DockerConfigError {
+    /// The file could not be read.
+    #[error("failed to read docker config {path}")]
+    Read {
+        /// File path.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The JSON is malformed.
+    #[error("failed to parse docker config")]
+    Parse(#[source] serde_json::Error),
+    /// An `auth` entry is not base64 of `user:password`.
+    #[error("failed to decode the auth entry for '{host}': expected base64 of 'user:password'")]
+    Auth {
+        /// Registry host of the entry.
+        host: String,
+    },
+    /// A credential helper failed.
+    #[error("failed to get credentials for '{host}' from docker-credential-{helper}: {message}")]
+    Helper {
+        /// Helper name.
+        helper: String,
+        /// Registry host.
+        host: String,
+        /// What went wrong (never the helper's output).
+        message: String,
+    },
+}
+
+#[derive(Clone, Default, serde::Deserialize)]
+struct AuthEntry {
+    #[serde(default)]
+    auth: Option<String>,
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    password: Option<String>,
+    #[serde(default)]
+    identitytoken: Option<String>,
+}
+
+/// A parsed docker config.
+#[derive(Clone, Default, serde::Deserialize)]
+pub struct DockerConfig {
+    #[serde(default)]
+    auths: BTreeMap<String, AuthEntry>,
+    #[serde(default, rename = "credHelpers")]
+    cred_helpers: BTreeMap<String, String>,
+    #[serde(default, rename = "credsStore")]
+    creds_store: Option<String>,
+}
+
+impl std::fmt::Debug for DockerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DockerConfig")
+            .field("auths", &self.auths.keys().collect::<Vec<_>>())
+            .field("cred_helpers", &self.cred_helpers)
+            .field("creds_store", &self.creds_store)
+            .finish()
+    }
+}
+
+/// `https://index.docker.io/v1/` → `index.docker.io`; `host:5000/path` → `host:5000`.
+pub fn normalize_host(key: &str) -> String {
+    let k = key.trim();
+    let k = k
+        .strip_prefix("https://")
+        .or_else(|| k.strip_prefix("http://"))
+        .unwrap_or(k);
+    let host = k.split('/').next().unwrap_or(k).to_ascii_lowercase();
+    match host.as_str() {
+        "docker.io" | "registry-1.docker.io" => "index.docker.io".into(),
+        _ => host,
+    }
+}
+
+impl DockerConfig {
+    /// Parses config JSON (`config.json` or a `.dockerconfigjson` Secret value).
+    pub fn parse(json: &[u8]) -> Result<Self, DockerConfigError> {
+        serde_json::from_slice(json).map_err(DockerConfigError::Parse)
+    }
+
+    /// Reads and parses a file.
+    pub fn load(path: &Path) -> Result<Self, DockerConfigError> {
+        let bytes = std::fs::read(path).map_err(|source| DockerConfigError::Read {
+            path: path.into(),
+            source,
+        })?;
+        Self::parse(&bytes)
+    }
+
+    /// Credentials for `host` (host[:port]): a per-host helper first, then `auths`,
+    /// then `credsStore`. `None` when the config has nothing for the host.
+    pub fn credentials_for(&self, host: &str) -> Result<Option<Credentials>, DockerConfigError> {
+        let want = normalize_host(host);
+        if let Some(helper) = self
+            .cred_helpers
+            .iter()
+            .find(|(k, _)| normalize_host(k) == want)
+            .map(|(_, v)| v)
+        {
+            return run_helper(helper, host);
+        }
+        if let Some((key, entry)) = self.auths.iter().find(|(k, _)| normalize_host(k) == want) {
+            if let Some(c) = entry_credentials(key, entry)? {
+                return Ok(Some(c));
+            }
+        }
+        match &self.creds_store {
+            Some(store) if !store.is_empty() => run_helper(store, host),
+            _ => Ok(None),
+        }
+    }
+}
+
+fn entry_credentials(host: &str, e: &AuthEntry) -> Result<Option<Credentials>, DockerConfigError> {
+    let (mut user, mut pass) = (e.username.clone(), e.password.clone());
+    if let Some(auth) = e.auth.as_deref().filter(|a| !a.is_empty()) {
+        let bad = || DockerConfigError::Auth {
+            host: host.to_string(),
+        };
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(auth.trim())
+            .map_err(|_| bad())?;
+        let text = String::from_utf8(raw).map_err(|_| bad())?;
+        let (u, p) = text.split_once(':').ok_or_else(bad)?;
+        user = Some(u.to_string());
+        pass = Some(p.to_string());
+    }
+    // An identity token is sent as the password of the token request, as the docker
+    // CLI's "<token>" user convention expects.
+    if let Some(tok) = e.identitytoken.as_deref().filter(|t| !t.is_empty()) {
+        return Ok(Some(Credentials {
+            username: user
+                .filter(|u| !u.is_empty())
+                .unwrap_or_else(|| "<token>".into()),
+            password: Redacted::new(tok.to_string()),
+        }));
+    }
+    Ok(match (user, pass) {
+        (Some(u), Some(p)) if !u.is_empty() => Some(Credentials {
+            username: u,
+            password: Redacted::new(p),
+        }),
+        _ => None,
+    })
+}
+
+#[derive(serde::Deserialize)]
+struct HelperAnswer {
+    #[serde(rename = "Username")]
+    username: String,
+    #[serde(rename = "Secret")]
+    secret: String,
+}
+
+/// Runs `docker-credential-<helper> get` with `host` on stdin.
+fn run_helper(helper: &str, host: &str) -> Result<Option<Credentials>, DockerConfigError> {
+    let fail = |message: String| DockerConfigError::Helper {
+        helper: helper.into(),
+        host: host.into(),
+        message,
+    };
+    if !helper
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+    {
+        return Err(fail("invalid helper name".into()));
+    }
+    let mut child = Command::new(format!("docker-credential-{helper}"))
+        .arg("get")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| fail(e.to_string()))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(host.as_bytes())
+            .map_err(|e| fail(e.to_string()))?;
+    }
+    let out = child.wait_with_output().map_err(|e| fail(e.to_string()))?;
+    if !out.status.success() {
+        // Helpers exit non-zero with "credentials not found" for unknown hosts.
+        return Ok(None);
+    }
+    let a: HelperAnswer =
+        serde_json::from_slice(&out.stdout).map_err(|_| fail("unreadable answer".into()))?;
+    Ok(Some(Credentials {
+        username: a.username,
+        password: Redacted::new(a.secret),
+    }))
+}
+
+/// The docker CLI's config file: `$DOCKER_CONFIG/config.json`, else
+/// `~/.docker/config.json`; `None` when neither variable is set.
+pub fn default_path() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("DOCKER_CONFIG").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir).join("config.json"));
+    }
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| PathBuf::from(h).join(".docker").join("config.json"))
+}
+
+/// Credentials for `host` from the CLI default config; `None` when the file is absent.
+pub fn default_credentials(host: &str) -> Result<Option<Credentials>, DockerConfigError> {
+    match default_path().filter(|p| p.exists()) {
+        Some(p) => DockerConfig::load(&p)?.credentials_for(host),
+        None => Ok(None),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_auth_and_username_password_entries_by_normalised_host() {
+        let auth = base64::engine::general_purpose::STANDARD.encode("bob:p@ss:word");
+        let json = format!(
+            r#"{{"auths":{{"https://index.docker.io/v1/":{{"auth":"{auth}"}},
+                "reg.example:5000":{{"username":"amy","password":"pw"}},
+                "https://tok.example/":{{"identitytoken":"idtok"}}}}}}"#
+        );
+        let cfg = DockerConfig::parse(json.as_bytes()).unwrap();
+        let c = cfg.credentials_for("docker.io").unwrap().unwrap();
+        assert_eq!(
+            (c.username.as_str(), c.password.expose().as_str()),
+            ("bob", "p@ss:word")
+        );
+        let c = cfg.credentials_for("reg.example:5000").unwrap().unwrap();
+        assert_eq!(
+            (c.username.as_str(), c.password.expose().as_str()),
+            ("amy", "pw")
+        );
+        let c = cfg.credentials_for("tok.example").unwrap().unwrap();
+        assert_eq!(
+            (c.username.as_str(), c.password.expose().as_str()),
+            ("<token>", "idtok")
+        );
+        assert!(cfg.credentials_for("other.example").unwrap().is_none());
+        assert!(!format!("{cfg:?}").contains(&auth));
+    }
+
+    #[test]
+    fn rejects_malformed_auth_without_echoing_it() {
+        let cfg = DockerConfig::parse(br#"{"auths":{"h":{"auth":"bm9jb2xvbg=="}}}"#).unwrap();
+        let e = cfg.credentials_for("h").unwrap_err();
+        assert!(matches!(e, DockerConfigError::Auth { .. }));
+        assert!(!e.to_string().contains("bm9jb2xvbg"));
+    }
+
+    #[test]
+    fn a_missing_helper_is_a_clear_error() {
+        let cfg =
+            DockerConfig::parse(br#"{"credHelpers":{"h.example":"ocisource-absent"}}"#).unwrap();
+        let e = cfg.credentials_for("h.example").unwrap_err();
+        assert!(
+            e.to_string().contains("docker-credential-ocisource-absent"),
+            "{e}"
+        );
+    }
+}

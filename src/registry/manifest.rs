@@ -1,0 +1,109 @@
+//! Manifests: `HEAD` for the digest only (falling back to `GET` when the registry sends
+//! no `Docker-Content-Digest`), and `GET` with a size cap whose body digest is checked
+//! against the header and against the reference when it is a digest. Requests go through
+//! `RegistryClient::send`; no auth or retry logic here.
+
+use reqwest::header::{ACCEPT, CONTENT_TYPE};
+
+use super::client::{err, read_capped, unexpected, valid_reference, Access, RegistryClient};
+use crate::domain::digest::Digest;
+use crate::domain::manifest::ACCEPTED_MANIFESTS;
+use crate::ports::{FetchedManifest, RegistryError, RegistryErrorKind};
+
+impl RegistryClient {
+    /// `HEAD` the manifest; falls back to `GET` when no `Docker-Content-Digest` is sent.
+    pub(crate) async fn head_manifest(&self, reference: &str) -> Result<Digest, RegistryError> {
+        check_reference(reference)?;
+        let url = self.url(&format!("manifests/{reference}"));
+        let build =
+            |c: &reqwest::Client| Ok(c.head(&url).header(ACCEPT, ACCEPTED_MANIFESTS.join(", ")));
+        let resp = self
+            .send("resolve manifest", &url, Access::Pull, true, &build)
+            .await?;
+        if !resp.status().is_success() {
+            return Err(unexpected("resolve manifest", &url, resp.status()));
+        }
+        match header_digest(&resp) {
+            Some(d) => {
+                if let Ok(want) = reference.parse::<Digest>() {
+                    if want != d {
+                        return Err(err(
+                            RegistryErrorKind::Integrity,
+                            format!(
+                                "failed to resolve manifest {url}: the registry reports digest {d}"
+                            ),
+                        ));
+                    }
+                }
+                Ok(d)
+            }
+            None => Ok(self.get_manifest(reference).await?.digest),
+        }
+    }
+
+    /// `GET` the manifest, capped at `max_manifest_bytes`, its digest checked against the
+    /// `Docker-Content-Digest` header and against `reference` when it is a digest.
+    pub(crate) async fn get_manifest(
+        &self,
+        reference: &str,
+    ) -> Result<FetchedManifest, RegistryError> {
+        check_reference(reference)?;
+        let url = self.url(&format!("manifests/{reference}"));
+        let what = "fetch manifest";
+        let build =
+            |c: &reqwest::Client| Ok(c.get(&url).header(ACCEPT, ACCEPTED_MANIFESTS.join(", ")));
+        let resp = self.send(what, &url, Access::Pull, true, &build).await?;
+        if !resp.status().is_success() {
+            return Err(unexpected(what, &url, resp.status()));
+        }
+        let media_type = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let claimed = header_digest(&resp);
+        let body = read_capped(resp, self.settings.max_manifest_bytes, what, &url).await?;
+        let digest = Digest::of(&body);
+        let mismatch = |other: &Digest, source: &str| {
+            err(
+                RegistryErrorKind::Integrity,
+                format!(
+                    "failed to {what} {url}: body has digest {digest} but {source} says {other}"
+                ),
+            )
+        };
+        if let Some(c) = claimed.as_ref().filter(|c| **c != digest) {
+            return Err(mismatch(c, "the Docker-Content-Digest header"));
+        }
+        if let Some(want) = reference.parse::<Digest>().ok().filter(|w| *w != digest) {
+            return Err(mismatch(&want, "the reference"));
+        }
+        Ok(FetchedManifest {
+            digest,
+            media_type,
+            body,
+        })
+    }
+}
+
+fn check_reference(reference: &str) -> Result<(), RegistryError> {
+    if valid_reference(reference) {
+        Ok(())
+    } else {
+        Err(err(
+            RegistryErrorKind::Config,
+            format!("invalid reference '{reference}': expected a tag or a sha256 digest"),
+        ))
+    }
+}
+
+fn header_digest(resp: &reqwest::Response) -> Option<Digest> {
+    resp.headers()
+        .get("docker-content-digest")?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
