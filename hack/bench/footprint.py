@@ -2,16 +2,18 @@
 
 There is no Kubernetes API server on the benchmark machine, so `MockKube` plays one over
 plain HTTP on 127.0.0.1: it lists the OCIRepository objects it was given (or none), holds
-watch requests open without events, answers GETs from its store, merges PATCHes into the
-stored object (status patches, server-side apply of ExternalArtifacts) and echoes
-POST/PUT. It is just enough for a kube-rs controller to start, list, reconcile and patch
+watch requests open and sends them an event when an object changes, answers GETs from its
+store, applies PATCHes to the stored object (JSON patches such as the finalizer, merge
+patches of status, server-side apply of ExternalArtifacts) and stores POST/PUT bodies. It is just enough for a kube-rs controller to start, list, reconcile and patch
 status; it does not validate anything. RSS is read from /proc (VmRSS now, VmHWM peak).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
+import queue
 import signal
 import subprocess
 import threading
@@ -35,6 +37,8 @@ class MockKube:
         self.patches = 0
         self.status_patched: set[tuple[str, str]] = set()
         self.requests = 0
+        self.version = 1
+        self.watchers: list[tuple[str, queue.Queue]] = []
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         mock = self
@@ -96,11 +100,25 @@ class MockKube:
                     self.end_headers()
                     self.wfile.flush()
                     timeout = float(query.get("timeoutSeconds", ["290"])[0])
-                    mock.stopping.wait(timeout)
+                    q: queue.Queue = queue.Queue()
+                    with mock.lock:
+                        mock.watchers.append((plural, q))
+                    end = time.monotonic() + timeout
                     try:
+                        while not mock.stopping.is_set() and time.monotonic() < end:
+                            try:
+                                ev = q.get(timeout=0.5)
+                            except queue.Empty:
+                                continue
+                            data = json.dumps(ev).encode() + b"\n"
+                            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                            self.wfile.flush()
                         self.wfile.write(b"0\r\n\r\n")
                     except OSError:
                         pass
+                    finally:
+                        with mock.lock:
+                            mock.watchers.remove((plural, q))
                     return
                 if name is None:
                     with mock.lock:
@@ -129,8 +147,10 @@ class MockKube:
                     mock.patches += 1
                     if sub == "status" and plural == "ocirepositories":
                         mock.status_patched.add((ns or "", name))
-                    obj = dict(mock.store.get(key) or {})
-                    if merge and obj:
+                    obj = copy.deepcopy(mock.store.get(key) or {})
+                    if isinstance(body, list):
+                        json_patch(obj, body)
+                    elif merge and obj:
                         for k, v in body.items():
                             if k == "metadata" and isinstance(v, dict):
                                 obj["metadata"] = {**obj.get("metadata", {}), **v}
@@ -143,8 +163,17 @@ class MockKube:
                     if ns:
                         meta.setdefault("namespace", ns)
                     meta.setdefault("uid", f"uid-{abs(hash(key))}")
-                    meta["resourceVersion"] = str(int(meta.get("resourceVersion", "1")) + 1)
-                    mock.store[key] = obj
+                    old = mock.store.get(key)
+                    # Like an API server: an unchanged object keeps its resourceVersion
+                    # and no watch event is sent.
+                    if json.dumps(old, sort_keys=True) != json.dumps(obj, sort_keys=True):
+                        mock.version += 1
+                        meta["resourceVersion"] = str(mock.version)
+                        mock.store[key] = obj
+                        ev = {"type": "MODIFIED" if old else "ADDED", "object": obj}
+                        for p, q in mock.watchers:
+                            if p == plural:
+                                q.put(ev)
                 self._send(code, obj)
 
             def do_PATCH(self) -> None:
@@ -165,6 +194,16 @@ class MockKube:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
+    def ready_count(self) -> int:
+        """OCIRepository objects whose stored status says Ready=True."""
+        with self.lock:
+            objs = [o for (p, _, _), o in self.store.items() if p == "ocirepositories"]
+        return sum(
+            1 for o in objs
+            if any(c.get("type") == "Ready" and c.get("status") == "True"
+                   for c in (o.get("status") or {}).get("conditions") or [])
+        )
+
     def kubeconfig(self, path: Path) -> Path:
         path.write_text(
             "apiVersion: v1\nkind: Config\n"
@@ -180,6 +219,31 @@ class MockKube:
         self.stopping.set()
         self.server.shutdown()
         self.server.server_close()
+
+
+def json_patch(obj: dict, ops: list[dict]) -> None:
+    """Applies RFC 6902 add/replace/remove ops (tests are not checked) to `obj` in place."""
+    for op in ops:
+        parts = [p.replace("~1", "/").replace("~0", "~") for p in op.get("path", "").split("/")[1:]]
+        if not parts or op.get("op") not in ("add", "replace", "remove"):
+            continue
+        parent = obj
+        for p in parts[:-1]:
+            parent = parent[int(p)] if isinstance(parent, list) else parent.setdefault(p, {})
+        last = parts[-1]
+        if isinstance(parent, list):
+            if op["op"] == "remove":
+                parent.pop(int(last))
+            elif last == "-":
+                parent.append(op.get("value"))
+            elif op["op"] == "add":
+                parent.insert(int(last), op.get("value"))
+            else:
+                parent[int(last)] = op.get("value")
+        elif op["op"] == "remove":
+            parent.pop(last, None)
+        else:
+            parent[last] = op.get("value")
 
 
 def proc_status(pid: int) -> dict[str, int]:
@@ -248,6 +312,7 @@ def run_controller(bin_path: str, mock: MockKube, out: Path, tag: str, settle: f
             "hwm_mib": st.get("VmHWM", 0) / 1024,
             "cpu_s": proc_cpu(proc.pid),
             "patched": len(mock.status_patched),
+            "ready": mock.ready_count(),
             "requests": mock.requests,
             "seconds": (done_at or time.monotonic()) - start,
         }
@@ -293,7 +358,8 @@ def scenario5(rep, bin_path: str, host: str, images: list[dict], out: Path, quic
     else:
         rep.row("", f"ocisource controller, {n} objects reconciled", rss=loaded["rss_mib"], cpu=loaded["cpu_s"],
                 wall=loaded["seconds"],
-                ratio=(f"RSS after {loaded['patched']}/{n} status patches {loaded['rss_mib']:.1f} MiB, "
+                ratio=(f"{loaded['ready']}/{n} Ready; RSS after {loaded['patched']}/{n} status patches "
+                       f"{loaded['rss_mib']:.1f} MiB, "
                        f"peak {loaded['hwm_mib']:.1f} MiB"),
                 target="(no target)", met=None)
     rep.data["s5"] = results
