@@ -115,6 +115,16 @@ class MockKubeTest(unittest.TestCase):
             self.assertEqual(got["status"], {"observedGeneration": 1})
             self.assertEqual(got["spec"]["url"], "oci://127.0.0.1:5000/r")
             self.assertEqual(mock.status_patched, {("default", "app-0000")})
+            fin = json.dumps([{"op": "test", "path": "/metadata/finalizers", "value": None},
+                              {"op": "add", "path": "/metadata/finalizers", "value": ["f"]}])
+            conn.request("PATCH", base + "/app-0000", body=fin,
+                         headers={"Content-Type": "application/json-patch+json"})
+            got = json.loads(conn.getresponse().read())
+            self.assertEqual(got["metadata"]["finalizers"], ["f"])
+            conn.request("PATCH", base + "/app-0000", body=json.dumps(
+                [{"op": "add", "path": "/metadata/finalizers/-", "value": "g"}]),
+                headers={"Content-Type": "application/json-patch+json"})
+            self.assertEqual(json.loads(conn.getresponse().read())["metadata"]["finalizers"], ["f", "g"])
             conn.request("GET", base + "/missing")
             self.assertEqual(conn.getresponse().status, 404)
             conn.close()
