@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import statistics
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,8 +61,11 @@ class CommandFailed(Exception):
 
 
 def run_once(argv: list[str], cwd: Path | None = None, env: dict | None = None,
-             stdout_path: Path | None = None, log_dir: Path | None = None) -> Sample:
-    """Runs `argv` once; raises CommandFailed with its stderr tail on a non-zero exit."""
+             stdout_path: Path | None = None, log_dir: Path | None = None,
+             timeout: float = 900) -> Sample:
+    """Runs `argv` once; raises CommandFailed with its stderr tail on a non-zero exit.
+
+    A command still running after `timeout` seconds is killed (and so fails)."""
     err_path = (log_dir or Path("/tmp")) / f"stderr-{os.getpid()}.txt"
     rss_path = (log_dir or Path("/tmp")) / f"rss-{os.getpid()}.txt"
     argv = [TIME, "-f", "%M", "-o", str(rss_path), *argv]
@@ -72,7 +76,12 @@ def run_once(argv: list[str], cwd: Path | None = None, env: dict | None = None,
                                     stdin=subprocess.DEVNULL)
         except OSError as e:
             raise CommandFailed(f"failed to start {argv[0]}: {e}") from e
-        _, status, usage = os.wait4(proc.pid, 0)
+        killer = threading.Timer(timeout, proc.kill)
+        killer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            killer.cancel()
         wall = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
     stderr = err_path.read_text(errors="replace")
