@@ -75,6 +75,6 @@ YAML
 }
 
 stop_registry() {
-  [ -n "${REGISTRY_PID:-}" ] && kill "$REGISTRY_PID" 2>/dev/null && wait "$REGISTRY_PID" 2>/dev/null
+  if [ -n "${REGISTRY_PID:-}" ]; then kill "$REGISTRY_PID" 2>/dev/null || true; wait "$REGISTRY_PID" 2>/dev/null || true; fi
   REGISTRY_PID=""
 }
