@@ -5,7 +5,7 @@
 
 mod support;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use ocisource::domain::digest::Digest;
 use ocisource::domain::manifest::{Descriptor, FLUX_CONTENT, OCI_MANIFEST};
 use ocisource::domain::secret::{Credentials, Redacted};
