@@ -18,6 +18,7 @@ ensure_packages() {
   command -v openssl >/dev/null || missing+=(openssl)
   command -v htpasswd >/dev/null || missing+=(apache2-utils)
   [ -x /usr/bin/time ] || missing+=(time)
+  command -v buildah >/dev/null || missing+=(buildah)
   command -v curl >/dev/null || missing+=(curl)
   if [ ${#missing[@]} -gt 0 ]; then
     log "installing Debian packages: ${missing[*]}"
