@@ -19,6 +19,7 @@ ensure_packages() {
   command -v htpasswd >/dev/null || missing+=(apache2-utils)
   [ -x /usr/bin/time ] || missing+=(time)
   command -v buildah >/dev/null || missing+=(buildah)
+  command -v zstd >/dev/null || missing+=(zstd)
   command -v curl >/dev/null || missing+=(curl)
   if [ ${#missing[@]} -gt 0 ]; then
     log "installing Debian packages: ${missing[*]}"

@@ -143,11 +143,6 @@ impl<W: Write + Send + 'static> Merger<W> {
             layer: digest.clone(),
             source,
         })?;
-        if decoded.format == Format::Zstd {
-            return Err(ArchiveError::Zstd {
-                layer: digest.clone(),
-            });
-        }
         let mut last = String::new();
         let result = self
             .entries(digest, &mut decoded, &mut last)
