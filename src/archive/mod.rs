@@ -36,7 +36,7 @@ use crate::domain::limits::Limits;
 use crate::domain::manifest::Descriptor;
 
 use compress::Sink;
-use decode::{Decoded, Exact, Format};
+use decode::{Decoded, Exact};
 pub use error::ArchiveError;
 use error::{conflict, input_error, Step};
 use merge::{Place, State};
