@@ -18,6 +18,8 @@ ensure_packages() {
   command -v openssl >/dev/null || missing+=(openssl)
   command -v htpasswd >/dev/null || missing+=(apache2-utils)
   [ -x /usr/bin/time ] || missing+=(time)
+  command -v buildah >/dev/null || missing+=(buildah)
+  command -v zstd >/dev/null || missing+=(zstd)
   command -v curl >/dev/null || missing+=(curl)
   if [ ${#missing[@]} -gt 0 ]; then
     log "installing Debian packages: ${missing[*]}"
@@ -75,6 +77,6 @@ YAML
 }
 
 stop_registry() {
-  [ -n "${REGISTRY_PID:-}" ] && kill "$REGISTRY_PID" 2>/dev/null && wait "$REGISTRY_PID" 2>/dev/null
+  if [ -n "${REGISTRY_PID:-}" ]; then kill "$REGISTRY_PID" 2>/dev/null || true; wait "$REGISTRY_PID" 2>/dev/null || true; fi
   REGISTRY_PID=""
 }

@@ -11,9 +11,15 @@ ensure_venv
 export PATH="$VENV/bin:$PATH"
 
 hack/check-domain.sh
-log "cargo test"
+log "cargo test (unit, real registry, mock API server, end to end through the CLI)"
 cargo test --all-targets --no-fail-fast 2>&1 | tee "$WORK/cargo-test.log"
-if [ -x hack/chart-check.sh ]; then
-  log "chart checks"
-  OCISOURCE_BIN="$ROOT/target/debug/ocisource" hack/chart-check.sh
-fi
+log "chart: lint, render, validate, least privilege, pod security"
+OCISOURCE_BIN="$ROOT/target/debug/ocisource" hack/chart-check.sh
+log "clippy"
+cargo clippy --all-targets --quiet -- -D warnings
+log "benchmark harness smoke test (tiny sizes)"
+BENCH_QUICK=1 BENCH_CHART=0 BENCH_BIN="$ROOT/target/debug/ocisource" hack/bench.sh >"$WORK/bench-quick.log" 2>&1 || { tail -30 "$WORK/bench-quick.log"; exit 1; }
+grep -q '^| ' "$WORK/bench-quick.log" || { echo "bench smoke test printed no table" >&2; exit 1; }
+log "the demo (the README's main job)"
+hack/demo.sh >"$WORK/demo.log" 2>&1 || { tail -30 "$WORK/demo.log"; exit 1; }
+log "all checks passed"

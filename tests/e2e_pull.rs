@@ -3,6 +3,8 @@
 //! determinism, `copy`, hostile layers leaving the output untouched, platforms, auth,
 //! and the push → pull round trip with Flux's media types seen by skopeo.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod support;
 
 use std::collections::BTreeMap;

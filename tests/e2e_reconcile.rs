@@ -3,6 +3,8 @@
 //! certSecretRef, the unchanged-digest no-op (checked in the registry's own access log),
 //! a failure that keeps the last artifact, and a consumer fetching status.artifact.url.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod support;
 
 use std::path::Path;

@@ -156,6 +156,10 @@ def rbac(objs: list[dict[str, Any]], expected: set[Grant], watch_all: bool, repo
     for kind, role_kind, pool in (("RoleBinding", "Role", roles), ("ClusterRoleBinding", "ClusterRole", croles)):
         names = {r["metadata"]["name"] for r in pool}
         bindings = find(objs, kind)
+        if not pool:
+            # No role of this kind (a namespaced install needs no ClusterRole): no binding either.
+            report.check(f"{p} no {kind} without a {role_kind}", not bindings, f"{len(bindings)} rendered")
+            continue
         ok = bool(bindings) and all(
             b["roleRef"]["kind"] == role_kind and b["roleRef"]["name"] in names
             and b["subjects"] == [{"kind": "ServiceAccount", "name": sa_name, "namespace": NAMESPACE}]

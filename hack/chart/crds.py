@@ -99,6 +99,10 @@ def validate_custom(obj: dict[str, Any], crd: dict[str, Any]) -> list[str]:
     if not matches:
         return [f"CRD {crd['metadata']['name']} has no version {version}"]
     schema = _closed(copy.deepcopy(matches[0]["schema"]["openAPIV3Schema"]))
-    schema.setdefault("properties", {})["metadata"] = {"type": "object"}
+    props = schema.setdefault("properties", {})
+    # The API server always accepts these, whatever the CRD's schema lists.
+    props["metadata"] = {"type": "object"}
+    props.setdefault("apiVersion", {"type": "string"})
+    props.setdefault("kind", {"type": "string"})
     validator = jsonschema.Draft7Validator(schema)
     return [f"{'/'.join(str(p) for p in e.path)}: {e.message}" for e in validator.iter_errors(obj)]

@@ -1,4 +1,4 @@
-"""docs/user-guide.md: every shell block says where it runs, the `# runs here` blocks are
+"""README.md (the user guide): every shell block says where it runs, the `# runs here` blocks are
 run, and the example YAML in the guide is the YAML in testdata/flux/.
 """
 
@@ -15,7 +15,8 @@ import yaml
 
 from report import Report
 
-MARKERS = ("# needs a cluster", "# needs registry access", "# runs here", "# builds the release binary")
+MARKERS = ("# needs a cluster", "# needs registry access", "# runs here", "# builds the release binary",
+           "# set-up")
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 
 
@@ -26,7 +27,7 @@ def blocks(text: str) -> list[tuple[str, str, int]]:
 
 def check(root: Path, binary: str, report: Report) -> None:
     """Record the guide checks in `report`."""
-    guide = root / "docs" / "user-guide.md"
+    guide = root / "README.md"
     text = guide.read_text()
     shell = [(body, line) for lang, body, line in blocks(text) if lang in ("sh", "bash", "console")]
     for body, line in shell:

@@ -4,6 +4,7 @@
 //! [`AppError`] with the exit code a shell user can act on.
 
 mod controller_cmd;
+mod progress;
 mod pull;
 mod push;
 mod reconcile_cmd;

@@ -91,9 +91,11 @@ pub async fn run(args: PullArgs) -> Result<(), AppError> {
         Ok(crate::domain::layers::Selection::Extract(l)) => l.len(),
         _ => 1,
     };
+    let total: u64 = manifest.layers.iter().map(|l| l.size).sum();
+    let (counted, progress) = super::progress::wrap(registry.clone(), total);
     let storage = Storage::new(dir);
     let stored = pipeline::store_layers(
-        registry.clone(),
+        counted,
         StoreRequest {
             url: &url,
             manifest: &manifest,
@@ -111,6 +113,7 @@ pub async fn run(args: PullArgs) -> Result<(), AppError> {
     )
     .await
     .map_err(|e| failed(&e))?;
+    drop(progress);
     super::print(
         &PulledArtifact {
             revision: resolved.revision,

@@ -110,7 +110,11 @@ pub(super) fn open<'r, R: Read + 'r>(reader: R, budget: u64) -> io::Result<Decod
             INPUT_BUFFER,
             chained,
         ))),
-        Format::Zstd | Format::Plain => Box::new(chained),
+        Format::Zstd => Box::new(
+            ruzstd::decoding::StreamingDecoder::new(BufReader::with_capacity(INPUT_BUFFER, chained))
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("malformed zstd frame: {e}")))?,
+        ),
+        Format::Plain => Box::new(chained),
     };
     Ok(Decoded {
         inner,

@@ -39,12 +39,6 @@ pub enum ArchiveError {
         /// What the tar reader said.
         cause: std::io::Error,
     },
-    /// zstd-compressed layers are not decoded (no zstd decoder in the build).
-    #[error("failed to read layer {layer}: zstd-compressed layers are not supported: push the layer as tar+gzip or plain tar")]
-    Zstd {
-        /// Layer digest.
-        layer: Digest,
-    },
     /// An absolute path, a `..` component, or a name that is not UTF-8.
     #[error("failed to unpack entry '{path}' of layer {layer}: {reason}: rebuild the artifact with relative paths inside its root")]
     UnsafePath {

@@ -36,7 +36,7 @@ use crate::domain::limits::Limits;
 use crate::domain::manifest::Descriptor;
 
 use compress::Sink;
-use decode::{Decoded, Exact, Format};
+use decode::{Decoded, Exact};
 pub use error::ArchiveError;
 use error::{conflict, input_error, Step};
 use merge::{Place, State};
@@ -143,11 +143,6 @@ impl<W: Write + Send + 'static> Merger<W> {
             layer: digest.clone(),
             source,
         })?;
-        if decoded.format == Format::Zstd {
-            return Err(ArchiveError::Zstd {
-                layer: digest.clone(),
-            });
-        }
         let mut last = String::new();
         let result = self
             .entries(digest, &mut decoded, &mut last)

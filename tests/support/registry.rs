@@ -214,6 +214,10 @@ impl TestRegistry {
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
+    /// The filesystem driver's root directory (the registry's storage).
+    pub fn storage_root(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
     /// The registry's own log (stderr), for failure messages.
     pub fn server_log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("registry.log")).unwrap_or_default()

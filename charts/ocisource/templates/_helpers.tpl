@@ -84,19 +84,22 @@ the release namespace (Role) or cluster-wide (ClusterRole) depending on watchAll
 {{- define "ocisource.rules.namespaced" -}}
 - apiGroups: ["ocisource.dev"]
   resources: ["ocirepositories"]
-  verbs: ["get", "list", "watch", "patch", "update"]
+  verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["ocisource.dev"]
-  resources: ["ocirepositories/status", "ocirepositories/finalizers"]
-  verbs: ["patch", "update"]
+  resources: ["ocirepositories/status"]
+  verbs: ["patch"]
+- apiGroups: ["ocisource.dev"]
+  resources: ["ocirepositories/finalizers"]
+  verbs: ["update"]
 - apiGroups: [""]
   resources: ["secrets", "serviceaccounts"]
   verbs: ["get"]
-- apiGroups: ["", "events.k8s.io"]
+- apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
 - apiGroups: ["source.toolkit.fluxcd.io"]
   resources: ["externalartifacts"]
-  verbs: ["get", "create", "patch", "delete"]
+  verbs: ["create", "patch"]
 - apiGroups: ["source.toolkit.fluxcd.io"]
   resources: ["externalartifacts/status"]
   verbs: ["patch"]
@@ -109,9 +112,3 @@ the release namespace (Role) or cluster-wide (ClusterRole) depending on watchAll
   verbs: ["get", "create", "update"]
 {{- end }}
 
-{{/* Cluster-scoped: read the ExternalArtifact CRD to know whether Flux's API is installed. */}}
-{{- define "ocisource.rules.cluster" -}}
-- apiGroups: ["apiextensions.k8s.io"]
-  resources: ["customresourcedefinitions"]
-  verbs: ["get"]
-{{- end }}
