@@ -353,6 +353,7 @@ def scenario5(rep, bin_path: str, host: str, images: list[dict], out: Path, quic
     if "error" in idle:
         rep.row(label, "ocisource controller, idle", ratio="not measured", target="< 20 MiB idle", met=None)
         rep.notes.append(f"scenario 5 idle: {idle['error']}".replace("\n", " / "))
+        rep.failures.append("scenario 5: the idle controller exited")
     else:
         rep.row(label, "ocisource controller, idle (no objects, watches open)", rss=idle["rss_mib"],
                 cpu=idle["cpu_s"], ratio=f"RSS now {idle['rss_mib']:.1f} MiB, peak {idle['hwm_mib']:.1f} MiB",
@@ -362,6 +363,7 @@ def scenario5(rep, bin_path: str, host: str, images: list[dict], out: Path, quic
     if "error" in loaded:
         rep.row("", f"ocisource controller, {n} objects", ratio="not measured", target="", met=None)
         rep.notes.append(f"scenario 5 loaded: {loaded['error']}".replace("\n", " / "))
+        rep.failures.append("scenario 5: the loaded controller exited")
     else:
         rep.row("", f"ocisource controller, {n} objects reconciled", rss=loaded["rss_mib"], cpu=loaded["cpu_s"],
                 wall=loaded["seconds"],

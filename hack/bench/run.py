@@ -5,7 +5,8 @@ docker-registry, generates deterministic artifacts (cached under `hack/.work/art
 pushes them with an independent client, runs every scenario several times and prints a
 markdown table of medians and ratios, also written to `hack/.work/bench-results.md`
 (and `.json` for the chart). A scenario whose ocisource command fails is reported as
-such; the others still run.
+such and the others still run, but the exit status is 1 when a command failed or a
+correctness check did not hold (missing targets do not fail the run).
 
 Environment: BENCH_QUICK=1 (tiny sizes, one run), BENCH_RUNS=N (runs per command),
 BENCH_BIN (the ocisource binary), BENCH_ONLY=1,3 (scenarios to run).
@@ -70,6 +71,8 @@ class Report:
         self.rows: list[list[str]] = []
         self.notes: list[str] = []
         self.data: dict = {}
+        # Failed commands and failed correctness checks: the run exits non-zero.
+        self.failures: list[str] = []
 
     def row(self, scen: str, what: str, res: Result | None = None, ratio: str = "",
             target: str = "", met: bool | None = None, wall=None, cpu=None, rss=None) -> None:
@@ -77,6 +80,7 @@ class Report:
             first = (res.error or "no samples").strip().splitlines()
             msg = " ".join(first[:1] + first[-1:])[:160].replace("|", "/")
             self.rows.append([scen, what, "failed", "", "", msg, target, "n/a"])
+            self.failures.append(what)
             self.notes.append(f"{what} failed: {(res.error or '')[-600:]}".replace("\n", " / "))
             return
         if res is not None:
@@ -176,6 +180,8 @@ def scenario1(rep: Report, reg: oci.Registry, aset: dict, out: Path) -> None:
     if ours.ok and disk.ok and ours_out.exists():
         a, b = tar_digest_list(ours_out), tar_digest_list(disk_dir / "out.tar.gz")
         same = a == b
+        if not same:
+            rep.failures.append("scenario 1 output differs from the disk approach's")
         rep.notes.append(
             f"scenario 1 check: ocisource output has {len(a)} files, the disk approach {len(b)}; "
             f"names and contents {'identical' if same else 'DIFFER'}."
@@ -217,6 +223,8 @@ def scenario23(rep: Report, reg: oci.Registry, aset: dict, out: Path) -> None:
                           "curl": curl.wall if curl.ok else None}
         if ours.ok and o.exists():
             d = sha256_file(o)
+            if d != layer["digest"]:
+                rep.failures.append("scenario 3 copy has the wrong digest")
             rep.notes.append(f"scenario 3 check: copied file digest "
                              f"{'matches' if d == layer['digest'] else 'DOES NOT match'} the layer digest.")
         for f in (o, c):
@@ -307,6 +315,8 @@ def scenario4(rep: Report, reg: oci.Registry, aset: dict, out: Path) -> None:
     rep.row("", "CPU per object (process CPU / objects, incl. start-up and YAML parsing)",
             ratio=f"{cpu_ms:.3f} ms/object, {res.wall * 1000 / n:.3f} ms wall/object",
             target="< 1 ms CPU/object", met=cpu_ms < 1.0)
+    if blob_gets:
+        rep.failures.append("scenario 4 no-op run downloaded blobs")
     rep.notes.append(f"scenario 4 requests in the no-op run by kind: {json.dumps(kinds, sort_keys=True)}; "
                      f"blob downloads: {blob_gets}.")
 
@@ -367,6 +377,9 @@ def main() -> int:
     (WORK / "bench-results.md").write_text(md)
     (WORK / "bench-results.json").write_text(json.dumps(rep.data, indent=1))
     print(md)
+    if rep.failures:
+        log("FAILED: " + "; ".join(rep.failures))
+        return 1
     return 0
 
 
