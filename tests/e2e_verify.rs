@@ -8,9 +8,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
 #[path = "e2e_verify/cosign.rs"]
 mod cosign;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -230,7 +230,9 @@ fn object(reg: &TestRegistry, repo: &str, verify: &str) -> String {
 }
 
 fn keys_secret(keys: &[(&str, &KeyPair)]) -> String {
-    let mut s = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: cosign-keys\n  namespace: team\ndata:\n".to_string();
+    let mut s =
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: cosign-keys\n  namespace: team\ndata:\n"
+            .to_string();
     for (name, k) in keys {
         s.push_str(&format!("  {name}: {}\n", B64.encode(k.public_pem())));
     }
@@ -267,9 +269,8 @@ impl OneShot {
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = ocisource(&args);
-        let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| {
-            panic!("stdout is not JSON ({e}): {}\n{}", out.stdout, out.stderr)
-        });
+        let v: serde_json::Value = serde_json::from_str(&out.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}\n{}", out.stdout, out.stderr));
         (out.code, v[0]["status"].clone())
     }
 
@@ -305,7 +306,10 @@ fn assert_rejected(
     let ready = condition(&st, "Ready");
     assert_eq!(ready["status"], "False", "{st}");
     assert_eq!(ready["reason"], "VerificationError", "{st}");
-    assert_eq!(st["artifact"], good["artifact"], "the last good artifact must stay");
+    assert_eq!(
+        st["artifact"], good["artifact"],
+        "the last good artifact must stay"
+    );
     let stored = oneshot
         .storage
         .join(st["artifact"]["path"].as_str().unwrap());
@@ -401,6 +405,31 @@ async fn verdict_recorded_for_this_generation_skips_the_signature_fetch() {
 }
 
 #[tokio::test]
+async fn recorded_verdict_is_bound_to_the_trusted_keys() {
+    // Removing the signing key from the Secret (key revocation) changes neither the
+    // digest nor the generation; the recorded verdict must not outlive the key.
+    let reg = TestRegistry::start(RegistryOpts::plain());
+    let oneshot = OneShot::new();
+    let good = KeyPair::generate(oneshot.dir.path(), "good");
+    let other = KeyPair::generate(oneshot.dir.path(), "other");
+    let obj = object(&reg, "team/revoked", KEY_VERIFY);
+    let (d1, _) = push(&reg, "team/revoked", "v1", "v: 1\n").await;
+    sign_and_attach(&reg, "team/revoked", &d1, &good).await;
+    let (code, first) = oneshot.run(&[&obj, &keys_secret(&[("good.pub", &good)])]);
+    assert_eq!(code, 0, "{first}");
+    let files = oneshot.store_files();
+
+    let mark = reg.request_log().len();
+    let run = oneshot.run(&[&obj, &keys_secret(&[("other.pub", &other)])]);
+    let log = since(&reg, mark);
+    assert!(
+        log.iter().any(|r| r.path.contains(&sig_tag(&d1))),
+        "a changed trust policy must re-verify: {log:?}"
+    );
+    assert_rejected(&oneshot, run, &first, &files, "signature check failed");
+}
+
+#[tokio::test]
 async fn keyless_without_match_oidc_identity_stalls() {
     let reg = TestRegistry::start(RegistryOpts::plain());
     let oneshot = OneShot::new();
@@ -426,7 +455,10 @@ async fn keyless_without_match_oidc_identity_stalls() {
         !log.iter().any(|r| r.path.contains("/blobs/")),
         "nothing may be downloaded for an unusable verify spec: {log:?}"
     );
-    assert!(!log.iter().any(|r| r.path.contains(&sig_tag(&d1))), "{log:?}");
+    assert!(
+        !log.iter().any(|r| r.path.contains(&sig_tag(&d1))),
+        "{log:?}"
+    );
 }
 
 #[tokio::test]
@@ -456,22 +488,27 @@ async fn push_sign_key_signature_verifies_with_openssl_and_ocisource_verify() {
     assert_eq!(pushed["signature"], sig_tag(&digest));
 
     // The .sig image as any cosign client would read it, with raw HTTP.
-    let manifest: serde_json::Value = serde_json::from_slice(
-        &cosign::get_manifest(&reg, "team/signed", &sig_tag(&digest)).await,
-    )
-    .unwrap();
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&cosign::get_manifest(&reg, "team/signed", &sig_tag(&digest)).await)
+            .unwrap();
     let layers = manifest["layers"].as_array().unwrap();
     assert_eq!(layers.len(), 1, "{manifest}");
     assert_eq!(layers[0]["mediaType"], cosign::SIMPLESIGNING);
     let payload_bytes =
         cosign::get_blob(&reg, "team/signed", layers[0]["digest"].as_str().unwrap()).await;
     let signed: serde_json::Value = serde_json::from_slice(&payload_bytes).unwrap();
-    assert_eq!(signed["critical"]["image"]["docker-manifest-digest"], digest);
+    assert_eq!(
+        signed["critical"]["image"]["docker-manifest-digest"],
+        digest
+    );
     assert_eq!(
         signed["critical"]["identity"]["docker-reference"],
         format!("{}/team/signed", reg.host())
     );
-    assert_eq!(signed["critical"]["type"], "cosign container image signature");
+    assert_eq!(
+        signed["critical"]["type"],
+        "cosign container image signature"
+    );
     let sig_b64 = layers[0]["annotations"][cosign::ANN_SIGNATURE]
         .as_str()
         .unwrap();
@@ -505,4 +542,3 @@ async fn push_sign_key_signature_verifies_with_openssl_and_ocisource_verify() {
     let out = verify(&reg, "team/signed:v1", &[&other]);
     assert_eq!(out.code, 3, "{}", out.stderr);
 }
-
