@@ -4,56 +4,29 @@
 //! (verification before any layer byte, nothing written on failure), the one-shot
 //! reconcile with `spec.verify` (two keys, wrong key, unsigned, replayed payload, the
 //! verdict cache seen in the registry's access log, keyless without identities), and
-//! `push --sign-key` checked with `openssl dgst -verify`.
+//! `push --sign-key` checked with `openssl dgst -verify`. Runners and shared assertions
+//! live in `e2e_verify/run.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[path = "e2e_verify/cosign.rs"]
 mod cosign;
+#[path = "e2e_verify/run.rs"]
+mod run;
 mod support;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use cosign::{attach, payload, sig_tag, sign_and_attach, KeyPair};
-use support::{tar_gz, LoggedRequest, RegistryOpts, TestRegistry};
+use run::{
+    assert_rejected, condition, keys_secret, listing, object, ocisource, path, pull, since, verify,
+    OneShot, KEY_VERIFY,
+};
+use support::{tar_gz, RegistryOpts, TestRegistry};
 
 const LAYER: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn ocisource(args: &[&str]) -> Out {
-    let out = Command::new(env!("CARGO_BIN_EXE_ocisource"))
-        .args(args)
-        .env_remove("OCISOURCE_CREDS")
-        .output()
-        .expect("run ocisource");
-    Out {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-/// `ocisource verify oci://HOST/repo:tag --key K... --insecure`.
-fn verify(reg: &TestRegistry, image: &str, keys: &[&KeyPair]) -> Out {
-    let url = format!("oci://{}/{image}", reg.host());
-    let mut args = vec!["verify", url.as_str(), "--insecure"];
-    for k in keys {
-        args.extend(["--key", path(&k.public)]);
-    }
-    ocisource(&args)
-}
 
 /// Pushes a one-layer artifact holding `file` = `content`; returns its manifest digest.
 async fn push(reg: &TestRegistry, repo: &str, tag: &str, content: &str) -> (String, Vec<String>) {
@@ -66,10 +39,6 @@ async fn push(reg: &TestRegistry, repo: &str, tag: &str, content: &str) -> (Stri
         )
         .await;
     (p.manifest_digest, p.layer_digests)
-}
-
-fn since(reg: &TestRegistry, mark: usize) -> Vec<LoggedRequest> {
-    reg.request_log().into_iter().skip(mark).collect()
 }
 
 #[tokio::test]
@@ -112,6 +81,31 @@ async fn cli_verify_accepts_openssl_signatures_and_names_each_failed_check() {
     );
     assert!(out.stderr.contains(&signed), "{}", out.stderr);
 
+    // Two signers (cosign appends a layer per signature): the untrusted one comes first,
+    // the trusted one second; any one passing suffices.
+    let (cosigned, _) = push(&reg, "team/app", "cosigned", "a: 4\n").await;
+    let p = payload(&format!("{}/team/app", reg.host()), &cosigned);
+    let (by_wrong, by_good) = (wrong.sign(&p), good.sign(&p));
+    cosign::attach_all(
+        &reg,
+        "team/app",
+        &cosigned,
+        &[(&p, &by_wrong), (&p, &by_good)],
+    )
+    .await;
+    let out = verify(&reg, "team/app:cosigned", &[&good]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = verify(&reg, "team/app:cosigned", &[&wrong]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let third = KeyPair::generate(dir.path(), "third");
+    let out = verify(&reg, "team/app:cosigned", &[&third]);
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("layer 0") && out.stderr.contains("layer 1"),
+        "{}",
+        out.stderr
+    );
+
     // Unsigned: exit 3.
     push(&reg, "team/app", "unsigned", "a: 3\n").await;
     let out = verify(&reg, "team/app:unsigned", &[&good]);
@@ -121,46 +115,6 @@ async fn cli_verify_accepts_openssl_signatures_and_names_each_failed_check() {
         "{}",
         out.stderr
     );
-}
-
-fn pull(reg: &TestRegistry, tag: &str, out: &Path, key: &KeyPair) -> Out {
-    let url = format!("oci://{}/team/pull", reg.host());
-    ocisource(&[
-        "pull",
-        &url,
-        "--tag",
-        tag,
-        "--insecure",
-        "--key",
-        path(&key.public),
-        "-o",
-        path(out),
-        "--output",
-        "json",
-    ])
-}
-
-fn listing(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = walk(dir)
-        .iter()
-        .map(|p| p.strip_prefix(dir).unwrap().display().to_string())
-        .collect();
-    v.sort();
-    v
-}
-
-/// Every file (not directory) under `dir`.
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 #[tokio::test]
@@ -219,102 +173,6 @@ async fn pull_with_key_verifies_before_any_layer_byte_and_writes_nothing_on_fail
             "layer {layer} was downloaded before verification failed: {log:?}"
         );
     }
-}
-
-/// A `spec.verify` object and its Secret, for `ocisource reconcile -f`.
-fn object(reg: &TestRegistry, repo: &str, verify: &str) -> String {
-    format!(
-        "apiVersion: ocisource.dev/v1beta1\nkind: OCIRepository\nmetadata:\n  name: app\n  namespace: team\n  generation: 1\nspec:\n  url: oci://{}/{repo}\n  interval: 5m\n  insecure: true\n  ref:\n    tag: v1\n  verify:\n{verify}\n",
-        reg.host()
-    )
-}
-
-fn keys_secret(keys: &[(&str, &KeyPair)]) -> String {
-    let mut s =
-        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: cosign-keys\n  namespace: team\ndata:\n"
-            .to_string();
-    for (name, k) in keys {
-        s.push_str(&format!("  {name}: {}\n", B64.encode(k.public_pem())));
-    }
-    s
-}
-
-const KEY_VERIFY: &str = "    provider: cosign\n    secretRef:\n      name: cosign-keys";
-
-struct OneShot {
-    dir: tempfile::TempDir,
-    storage: PathBuf,
-}
-
-impl OneShot {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let storage = dir.path().join("storage");
-        Self { dir, storage }
-    }
-
-    /// Runs the one-shot reconcile over `docs`; returns the exit code and the status.
-    fn run(&self, docs: &[&str]) -> (i32, serde_json::Value) {
-        let mut args = vec![
-            "reconcile".to_string(),
-            "--storage".into(),
-            path(&self.storage).into(),
-            "--output".into(),
-            "json".into(),
-        ];
-        for (i, doc) in docs.iter().enumerate() {
-            let f = self.dir.path().join(format!("doc{i}.yaml"));
-            std::fs::write(&f, doc).unwrap();
-            args.extend(["-f".into(), path(&f).to_string()]);
-        }
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = ocisource(&args);
-        let v: serde_json::Value = serde_json::from_str(&out.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}\n{}", out.stdout, out.stderr));
-        (out.code, v[0]["status"].clone())
-    }
-
-    fn store_files(&self) -> Vec<String> {
-        listing(&self.storage.join("ocirepository"))
-    }
-}
-
-fn condition<'a>(status: &'a serde_json::Value, type_: &str) -> &'a serde_json::Value {
-    status["conditions"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["type"] == type_))
-        .unwrap_or_else(|| panic!("no {type_} condition in {status}"))
-}
-
-/// SourceVerified False (VerificationError) naming `check`, Ready False, and the
-/// previous artifact still in status and on disk, with no new file in the store.
-fn assert_rejected(
-    oneshot: &OneShot,
-    (code, st): (i32, serde_json::Value),
-    good: &serde_json::Value,
-    files: &[String],
-    check: &str,
-) {
-    assert_eq!(code, 1, "not Ready must exit 1: {st}");
-    let verified = condition(&st, "SourceVerified");
-    assert_eq!(verified["status"], "False", "{st}");
-    assert_eq!(verified["reason"], "VerificationError", "{st}");
-    assert!(
-        verified["message"].as_str().unwrap().contains(check),
-        "SourceVerified must name '{check}': {verified}"
-    );
-    let ready = condition(&st, "Ready");
-    assert_eq!(ready["status"], "False", "{st}");
-    assert_eq!(ready["reason"], "VerificationError", "{st}");
-    assert_eq!(
-        st["artifact"], good["artifact"],
-        "the last good artifact must stay"
-    );
-    let stored = oneshot
-        .storage
-        .join(st["artifact"]["path"].as_str().unwrap());
-    assert!(stored.exists(), "{} is gone", stored.display());
-    assert_eq!(oneshot.store_files(), files, "a new file was stored");
 }
 
 #[tokio::test]

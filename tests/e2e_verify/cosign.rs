@@ -122,10 +122,38 @@ pub async fn attach(
     payload: &[u8],
     signature: &[u8],
 ) {
-    let payload_digest = reg.push_blob(repo, payload).await;
-    let config = format!(
-        r#"{{"architecture":"","created":"0001-01-01T00:00:00Z","history":[{{"created":"0001-01-01T00:00:00Z"}}],"os":"","rootfs":{{"type":"layers","diff_ids":["{payload_digest}"]}},"config":{{}}}}"#
-    );
+    attach_all(reg, repo, attached_to, &[(payload, signature)]).await;
+}
+
+/// Like [`attach`] with one SimpleSigning layer per `(payload, signature)`, in order, as
+/// cosign appends a layer for each further signer.
+pub async fn attach_all(
+    reg: &TestRegistry,
+    repo: &str,
+    attached_to: &str,
+    signatures: &[(&[u8], &[u8])],
+) {
+    let mut layers = Vec::new();
+    let mut diff_ids = Vec::new();
+    for (payload, signature) in signatures {
+        let payload_digest = reg.push_blob(repo, payload).await;
+        layers.push(serde_json::json!({
+            "mediaType": SIMPLESIGNING,
+            "digest": payload_digest,
+            "size": payload.len(),
+            "annotations": {ANN_SIGNATURE: B64.encode(signature)},
+        }));
+        diff_ids.push(payload_digest);
+    }
+    let config = serde_json::json!({
+        "architecture": "",
+        "created": "0001-01-01T00:00:00Z",
+        "history": [{"created": "0001-01-01T00:00:00Z"}],
+        "os": "",
+        "rootfs": {"type": "layers", "diff_ids": diff_ids},
+        "config": {},
+    })
+    .to_string();
     let config_digest = reg.push_blob(repo, config.as_bytes()).await;
     let manifest = serde_json::json!({
         "schemaVersion": 2,
@@ -135,12 +163,7 @@ pub async fn attach(
             "digest": config_digest,
             "size": config.len(),
         },
-        "layers": [{
-            "mediaType": SIMPLESIGNING,
-            "digest": payload_digest,
-            "size": payload.len(),
-            "annotations": {ANN_SIGNATURE: B64.encode(signature)},
-        }],
+        "layers": layers,
     });
     let body = serde_json::to_vec(&manifest).unwrap();
     reg.put_manifest(repo, &sig_tag(attached_to), OCI_MANIFEST, &body)
