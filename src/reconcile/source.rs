@@ -64,15 +64,31 @@ pub async fn resolve(
     })
 }
 
+/// A short fingerprint of the policy (trusted keys, identities, trusted root): a verdict
+/// reached under one policy says nothing under another, e.g. after a key was removed
+/// from the Secret, which changes neither the digest nor the generation.
+fn policy_fingerprint(policy: &VerifyPolicy) -> String {
+    let hash = hex::encode(Sha256::digest(format!("{policy:?}").as_bytes()));
+    format!("sha256:{}", &hash[..16])
+}
+
+/// The suffix of a SourceVerified message that records the policy it was reached under.
+fn policy_suffix(policy: &VerifyPolicy) -> String {
+    format!("; trust policy {}", policy_fingerprint(policy))
+}
+
 /// The key a verdict is cached under: the digest and a fingerprint of the policy.
 pub fn verdict_key(source: &Source) -> Option<String> {
     let policy = source.policy.as_ref()?;
-    let fp = hex::encode(Sha256::digest(format!("{policy:?}").as_bytes()));
-    Some(format!("{}|{fp}", source.resolved.digest))
+    Some(format!(
+        "{}|{}",
+        source.resolved.digest,
+        policy_fingerprint(policy)
+    ))
 }
 
 /// The verification message, if the signature is already known to be good: cached in
-/// this process, or recorded in the status for this generation and revision.
+/// this process, or recorded in the status for this generation, revision and policy.
 pub fn known_verdict(
     source: &Source,
     obj: &OciRepository,
@@ -88,12 +104,16 @@ pub fn known_verdict(
         .as_ref()
         .is_some_and(|a| a.revision == source.resolved.revision);
     let generation = obj.metadata.generation.unwrap_or(0);
+    let suffix = policy_suffix(source.policy.as_ref()?);
     previous
         .conditions
         .iter()
         .find(|c| c.type_ == SOURCE_VERIFIED)
         .filter(|c| {
-            same_revision && c.status == "True" && c.observed_generation == Some(generation)
+            same_revision
+                && c.status == "True"
+                && c.observed_generation == Some(generation)
+                && c.message.ends_with(&suffix)
         })
         .map(|c| c.message.clone())
 }
@@ -121,8 +141,11 @@ pub async fn verify(
         )
         .await?;
     let message = format!(
-        "verified signature of revision '{}' ({}, {})",
-        source.resolved.revision, verified.method, verified.identity
+        "verified signature of revision '{}' ({}, {}){}",
+        source.resolved.revision,
+        verified.method,
+        verified.identity,
+        policy_suffix(policy)
     );
     if let Some(key) = verdict_key(source) {
         ctx.remember_verified(key, message.clone());
