@@ -171,11 +171,11 @@ async fn moved_tag_stores_new_revision_and_updates_external_artifact() {
 
     let new = push(&env, "team/app", "stable", "v.txt", "two").await;
     assert_ne!(old.manifest_digest, new.manifest_digest);
-    // The same Recorder publishes the second NewArtifact as a series of the first.
+    // A new Event object, not a repeat of the first (whose note names the old revision).
     let (action, calls) = env
         .reconcile(
             &obj,
-            Scenario::Reconcile(obj.clone(), Expect::events(&[EventCall::Series])),
+            Scenario::Reconcile(obj.clone(), Expect::events(&[EventCall::Create])),
         )
         .await;
     action.unwrap();
@@ -184,13 +184,12 @@ async fn moved_tag_stores_new_revision_and_updates_external_artifact() {
     assert_eq!(status["artifact"]["revision"], revision);
     assert_ne!(status["artifact"]["digest"], old_digest);
     assert_stored(&env, status);
-    let event = &calls
-        .iter()
-        .find(|c| c.path.starts_with(&events_path()))
-        .unwrap()
-        .body;
+    let event = &only(&calls, Method::POST, &events_path()).body;
     assert_eq!(event["reason"], "NewArtifact");
-    assert_eq!(event["series"]["count"], 2);
+    assert_eq!(
+        event["note"],
+        format!("stored artifact for revision '{revision}'")
+    );
     let ea_status = &only(&calls, Method::PATCH, &ea_path("app", "/status")).body["status"];
     assert_eq!(ea_status["artifact"]["revision"], revision);
     assert_eq!(ea_status["artifact"], status["artifact"]);
@@ -218,10 +217,12 @@ async fn semver_upgrade_picks_the_new_highest_tag() {
     let (_, calls) = env
         .reconcile(
             &obj,
-            Scenario::Reconcile(obj.clone(), Expect::events(&[EventCall::Series])),
+            Scenario::Reconcile(obj.clone(), Expect::events(&[EventCall::Create])),
         )
         .await;
     let status = status_of(&calls, "cfg");
+    let event = &only(&calls, Method::POST, &events_path()).body;
+    assert_eq!(event["reason"], "NewArtifact");
     assert_eq!(
         status["artifact"]["revision"],
         format!("1.1.0@{}", newer.manifest_digest)

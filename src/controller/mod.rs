@@ -35,7 +35,10 @@ pub struct KubeContext {
     pub client: Client,
     /// The reconcile context.
     pub core: Arc<Context>,
-    /// Event recorder.
+    /// Event recorder. Reconcile events do not go through it (see [`publish_events`]):
+    /// kube's `Recorder` turns a second event of the same reason into a series of the
+    /// first, keeping the first event's note, so a moved tag would be reported with the
+    /// old revision.
     pub recorder: Recorder,
     /// Publish ExternalArtifacts (`--external-artifact`).
     pub external_artifact: bool,
@@ -94,6 +97,27 @@ fn kube_event(ev: &crate::domain::status::Event) -> KubeEvent {
     }
 }
 
+/// Publishes the events of one reconcile, each as a new Event object. A fresh recorder per
+/// reconcile: kube's recorder keys its series by reason, not by message, so a cached one
+/// would publish a later NewArtifact as a repeat of the first, with the first revision in
+/// its note. Repeats of the same failure are already suppressed by the status fold.
+async fn publish_events(
+    client: &Client,
+    obj: &OciRepository,
+    events: &[crate::domain::status::Event],
+) {
+    if events.is_empty() {
+        return;
+    }
+    let recorder = Recorder::new(client.clone(), reporter());
+    let reference = obj.object_ref(&());
+    for ev in events {
+        if let Err(e) = recorder.publish(&kube_event(ev), &reference).await {
+            tracing::warn!(object = %format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any()), error = %e, "failed to publish event");
+        }
+    }
+}
+
 async fn apply(obj: Arc<OciRepository>, kctx: Arc<KubeContext>) -> Result<Action, ControllerError> {
     let ns = obj
         .namespace()
@@ -114,12 +138,7 @@ async fn apply(obj: Arc<OciRepository>, kctx: Arc<KubeContext>) -> Result<Action
             object: format!("{ns}/{name}"),
             source,
         })?;
-    let reference = obj.object_ref(&());
-    for ev in &report.events {
-        if let Err(e) = kctx.recorder.publish(&kube_event(ev), &reference).await {
-            tracing::warn!(object = %format!("{ns}/{name}"), error = %e, "failed to publish event");
-        }
-    }
+    publish_events(&kctx.client, &obj, &report.events).await;
     if kctx.external_artifact {
         let mut updated = (*obj).clone();
         updated.status = Some(report.status.clone());
