@@ -72,7 +72,11 @@ async fn first_artifact_patches_status_emits_new_artifact_and_publishes_external
         )
         .await;
     let action = action.unwrap();
-    assert_ne!(action, Action::await_change(), "a success requeues at the interval");
+    assert_ne!(
+        action,
+        Action::await_change(),
+        "a success requeues at the interval"
+    );
 
     let status = status_of(&calls, "app");
     let revision = format!("v1@{}", pushed.manifest_digest);
@@ -113,7 +117,10 @@ async fn first_artifact_patches_status_emits_new_artifact_and_publishes_external
     assert_eq!(source_ref["kind"], "OCIRepository");
     assert_eq!(source_ref["name"], "app");
     assert_eq!(source_ref["namespace"], NS);
-    assert!(ea.get("status").is_none(), "apply must not carry status: {ea:#}");
+    assert!(
+        ea.get("status").is_none(),
+        "apply must not carry status: {ea:#}"
+    );
 
     let ea_status = &only(&calls, Method::PATCH, &ea_path("app", "/status")).body["status"];
     assert_eq!(ea_status["artifact"], *artifact);
@@ -146,7 +153,10 @@ async fn unchanged_digest_patches_status_with_one_manifest_head_and_no_blob() {
     assert_eq!(ready(status), ("True", "Succeeded"));
 
     let log = env.reg.request_log()[before..].to_vec();
-    assert!(blob_gets(&env, before).is_empty(), "no blob may be fetched: {log:?}");
+    assert!(
+        blob_gets(&env, before).is_empty(),
+        "no blob may be fetched: {log:?}"
+    );
     let manifests: Vec<_> = log
         .iter()
         .filter(|r| r.path.contains("/manifests/") && r.status != 401)
@@ -264,7 +274,10 @@ async fn auth_failure_reports_authentication_failed_and_keeps_the_last_artifact(
         !fetch["message"].as_str().unwrap().contains("wrong"),
         "no credential in messages: {fetch:#}"
     );
-    assert_eq!(status["artifact"], stored, "the last artifact stays in status");
+    assert_eq!(
+        status["artifact"], stored,
+        "the last artifact stays in status"
+    );
     assert_stored(&env, status);
     let event = &only(&calls, Method::POST, &events_path()).body;
     assert_eq!(

@@ -183,7 +183,11 @@ impl Scenario {
                         {"op": "test", "path": "/metadata/finalizers", "value": null},
                         {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
                     ])),
-                    ..step(Method::PATCH, repo_path(&name, ""), Box::new(move |_| (200, reply)))
+                    ..step(
+                        Method::PATCH,
+                        repo_path(&name, ""),
+                        Box::new(move |_| (200, reply)),
+                    )
                 }]
             }
             Scenario::RemoveFinalizer(obj) => {
@@ -194,7 +198,11 @@ impl Scenario {
                         {"op": "test", "path": "/metadata/finalizers/0", "value": FINALIZER},
                         {"op": "remove", "path": "/metadata/finalizers/0"},
                     ])),
-                    ..step(Method::PATCH, repo_path(&name, ""), Box::new(move |_| (200, reply)))
+                    ..step(
+                        Method::PATCH,
+                        repo_path(&name, ""),
+                        Box::new(move |_| (200, reply)),
+                    )
                 }]
             }
             Scenario::Reconcile(obj, expect) => reconcile_steps(&obj, expect),
@@ -304,7 +312,9 @@ async fn serve(
         let what = format!("request #{i} ({} {})", s.method, s.path);
         let (request, send) = tokio::time::timeout(STEP_TIMEOUT, handle.next_request())
             .await
-            .unwrap_or_else(|_| panic!("missing {what}: not made within 1 s; made so far: {calls:#?}"))
+            .unwrap_or_else(|_| {
+                panic!("missing {what}: not made within 1 s; made so far: {calls:#?}")
+            })
             .unwrap_or_else(|| panic!("the client was dropped before {what}"));
         let method = request.method().clone();
         let path = request.uri().path().to_string();
@@ -426,13 +436,15 @@ impl RepoExt for OciRepository {
         self
     }
     fn with_semver(mut self, range: &str) -> Self {
-        self.spec.reference.get_or_insert_with(Default::default).semver = Some(range.into());
+        self.spec
+            .reference
+            .get_or_insert_with(Default::default)
+            .semver = Some(range.into());
         self
     }
     fn with_secret_ref(mut self, name: &str) -> Self {
-        self.spec.secret_ref = Some(ocisource::api::ocirepository::LocalObjectReference {
-            name: name.into(),
-        });
+        self.spec.secret_ref =
+            Some(ocisource::api::ocirepository::LocalObjectReference { name: name.into() });
         self
     }
     fn without_finalizer(mut self) -> Self {
@@ -444,7 +456,8 @@ impl RepoExt for OciRepository {
         self
     }
     fn deleting(mut self) -> Self {
-        self.metadata.deletion_timestamp = Some(serde_json::from_value(json!("2026-01-01T00:00:00Z")).unwrap());
+        self.metadata.deletion_timestamp =
+            Some(serde_json::from_value(json!("2026-01-01T00:00:00Z")).unwrap());
         self
     }
     fn requested_at(mut self, value: &str) -> Self {
@@ -531,7 +544,12 @@ impl Env {
             external_artifact: true,
             external_artifact_missing: AtomicBool::new(false),
         });
-        Self { reg, dir, kctx, api }
+        Self {
+            reg,
+            dir,
+            kctx,
+            api,
+        }
     }
 
     /// `oci://<registry>/<repo>`.
