@@ -302,3 +302,48 @@ async fn missing_external_artifact_crd_does_not_fail_the_reconcile() {
     assert_eq!(ready(status_of(&calls, "app")), ("True", "Succeeded"));
     assert!(!calls.iter().any(|c| c.path == ea_path("app", "/status")));
 }
+
+#[tokio::test]
+async fn removing_spec_ignore_clears_observed_ignore_so_the_next_reconcile_is_a_no_op() {
+    let mut env = Env::new(RegistryOpts::plain());
+    push(&env, "team/app", "v1", "a.txt", "a").await;
+    let obj = repo("app", &env.url("team/app"))
+        .with_tag("v1")
+        .with_ignore(Some("*.md"));
+    let (_, calls) = env
+        .reconcile(
+            &obj,
+            Scenario::Reconcile(obj.clone(), Expect::events(&[EventCall::Create])),
+        )
+        .await;
+    let obj = obj.with_status_of(status_patch(&calls, "app"));
+    assert_eq!(
+        obj.status.as_ref().unwrap().observed_ignore.as_deref(),
+        Some("*.md")
+    );
+
+    // The user removes spec.ignore: the artifact is re-packaged (same content, no event).
+    let obj = obj.with_ignore(None);
+    let (_, calls) = env
+        .reconcile(&obj, Scenario::Reconcile(obj.clone(), Expect::events(&[])))
+        .await;
+    let obj = obj.with_status_of(status_patch(&calls, "app"));
+    assert_eq!(
+        obj.status.as_ref().unwrap().observed_ignore,
+        None,
+        "the status patch must delete observedIgnore: {:#}",
+        status_patch(&calls, "app").body
+    );
+
+    // From now on an unchanged digest costs no blob download.
+    let before = env.reg.request_log().len();
+    let (_, calls) = env
+        .reconcile(&obj, Scenario::Reconcile(obj.clone(), Expect::events(&[])))
+        .await;
+    assert_eq!(ready(status_of(&calls, "app")), ("True", "Succeeded"));
+    assert!(
+        blob_gets(&env, before).is_empty(),
+        "{:?}",
+        env.reg.request_log()
+    );
+}

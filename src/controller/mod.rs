@@ -9,7 +9,7 @@ pub mod secrets;
 pub mod startup;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -72,16 +72,43 @@ pub enum ControllerError {
     NoNamespace(String),
 }
 
-/// Writes `status` with one merge patch on the status subresource.
+/// Writes `status` with one merge patch on the status subresource. The whole status is
+/// sent, unset fields as `null` (see [`status_patch`]).
 pub async fn patch_status(
     api: &Api<OciRepository>,
     name: &str,
     status: &OciRepositoryStatus,
 ) -> Result<(), kube::Error> {
-    let patch = serde_json::json!({ "status": status });
+    let patch = status_patch(status).map_err(kube::Error::SerdeError)?;
     api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map(|_| ())
+}
+
+/// The merge patch `{"status": ...}` that makes the stored status equal `status`. A merge
+/// patch leaves absent keys untouched, so every unset status field is sent as `null`
+/// (which deletes it): otherwise removing `spec.ignore`, `spec.layerSelector` or
+/// `spec.platform` would leave the old `observed*` value in place, and every later
+/// reconcile would see a changed setting and download and re-package the artifact.
+pub fn status_patch(status: &OciRepositoryStatus) -> Result<serde_json::Value, serde_json::Error> {
+    static KEYS: OnceLock<Vec<String>> = OnceLock::new();
+    let keys = KEYS.get_or_init(|| {
+        serde_json::to_value(schemars::schema_for!(OciRepositoryStatus))
+            .ok()
+            .and_then(|s| {
+                s.get("properties")?
+                    .as_object()
+                    .map(|p| p.keys().cloned().collect())
+            })
+            .unwrap_or_default()
+    });
+    let mut value = serde_json::to_value(status)?;
+    if let Some(map) = value.as_object_mut() {
+        for key in keys {
+            map.entry(key.clone()).or_insert(serde_json::Value::Null);
+        }
+    }
+    Ok(serde_json::json!({ "status": value }))
 }
 
 fn kube_event(ev: &crate::domain::status::Event) -> KubeEvent {

@@ -55,6 +55,8 @@ pub struct Call {
     pub query: String,
     /// JSON body (`Null` when empty).
     pub body: Value,
+    /// What the mock answered (for a status patch: the object after the merge patch).
+    pub reply: Value,
 }
 
 /// The path of an OCIRepository (`sub` = "" or "/status").
@@ -248,7 +250,7 @@ fn reconcile_steps(obj: &OciRepository, expect: Expect) -> Vec<Step> {
         Method::PATCH,
         repo_path(&name, "/status"),
         Box::new(move |b| {
-            current["status"] = b["status"].clone();
+            merge_patch(&mut current, b);
             (200, current)
         }),
     ));
@@ -289,6 +291,26 @@ fn reconcile_steps(obj: &OciRepository, expect: Expect) -> Vec<Step> {
     steps
 }
 
+/// JSON merge patch (RFC 7386), as the API server applies `Patch::Merge`: objects merge
+/// key by key, `null` deletes, anything else replaces.
+pub fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(patch) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    let map = target.as_object_mut().unwrap();
+    for (k, v) in patch {
+        if v.is_null() {
+            map.remove(k);
+        } else {
+            merge_patch(map.entry(k.clone()).or_insert(Value::Null), v);
+        }
+    }
+}
+
 fn query_pairs(query: &str) -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = query
         .split('&')
@@ -325,11 +347,12 @@ async fn serve(
         } else {
             serde_json::from_slice(&bytes).unwrap()
         };
-        let call = Call {
+        let mut call = Call {
             method,
             path,
             query,
             body,
+            reply: Value::Null,
         };
         assert_eq!(call.method, s.method, "{what}: got {call:#?}");
         assert_eq!(call.path, s.path, "{what}: got {call:#?}");
@@ -343,6 +366,7 @@ async fn serve(
             assert_eq!(&call.body, b, "{what}: body");
         }
         let (code, reply) = (s.reply)(&call.body);
+        call.reply = reply.clone();
         send.send_response(
             Response::builder()
                 .status(code)
@@ -426,8 +450,10 @@ pub trait RepoExt: Sized {
     fn deleting(self) -> Self;
     /// The `reconcile.fluxcd.io/requestedAt` annotation.
     fn requested_at(self, value: &str) -> Self;
-    /// The status as the API server holds it after a status patch.
+    /// The status as the API server holds it after a status patch (merge-patch applied).
     fn with_status_of(self, status_patch: &Call) -> Self;
+    /// `spec.ignore`.
+    fn with_ignore(self, ignore: Option<&str>) -> Self;
 }
 
 impl RepoExt for OciRepository {
@@ -467,9 +493,13 @@ impl RepoExt for OciRepository {
             .insert(RECONCILE_REQUESTED_AT.into(), value.into());
         self
     }
+    fn with_ignore(mut self, ignore: Option<&str>) -> Self {
+        self.spec.ignore = ignore.map(Into::into);
+        self
+    }
     fn with_status_of(mut self, status_patch: &Call) -> Self {
         let status: OciRepositoryStatus =
-            serde_json::from_value(status_patch.body["status"].clone()).unwrap();
+            serde_json::from_value(status_patch.reply["status"].clone()).unwrap();
         self.status = Some(status);
         self
     }
