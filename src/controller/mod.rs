@@ -9,7 +9,7 @@ pub mod secrets;
 pub mod startup;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -35,7 +35,10 @@ pub struct KubeContext {
     pub client: Client,
     /// The reconcile context.
     pub core: Arc<Context>,
-    /// Event recorder.
+    /// Event recorder. Reconcile events do not go through it (see [`publish_events`]):
+    /// kube's `Recorder` turns a second event of the same reason into a series of the
+    /// first, keeping the first event's note, so a moved tag would be reported with the
+    /// old revision.
     pub recorder: Recorder,
     /// Publish ExternalArtifacts (`--external-artifact`).
     pub external_artifact: bool,
@@ -69,16 +72,43 @@ pub enum ControllerError {
     NoNamespace(String),
 }
 
-/// Writes `status` with one merge patch on the status subresource.
+/// Writes `status` with one merge patch on the status subresource. The whole status is
+/// sent, unset fields as `null` (see [`status_patch`]).
 pub async fn patch_status(
     api: &Api<OciRepository>,
     name: &str,
     status: &OciRepositoryStatus,
 ) -> Result<(), kube::Error> {
-    let patch = serde_json::json!({ "status": status });
+    let patch = status_patch(status).map_err(kube::Error::SerdeError)?;
     api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map(|_| ())
+}
+
+/// The merge patch `{"status": ...}` that makes the stored status equal `status`. A merge
+/// patch leaves absent keys untouched, so every unset status field is sent as `null`
+/// (which deletes it): otherwise removing `spec.ignore`, `spec.layerSelector` or
+/// `spec.platform` would leave the old `observed*` value in place, and every later
+/// reconcile would see a changed setting and download and re-package the artifact.
+pub fn status_patch(status: &OciRepositoryStatus) -> Result<serde_json::Value, serde_json::Error> {
+    static KEYS: OnceLock<Vec<String>> = OnceLock::new();
+    let keys = KEYS.get_or_init(|| {
+        serde_json::to_value(schemars::schema_for!(OciRepositoryStatus))
+            .ok()
+            .and_then(|s| {
+                s.get("properties")?
+                    .as_object()
+                    .map(|p| p.keys().cloned().collect())
+            })
+            .unwrap_or_default()
+    });
+    let mut value = serde_json::to_value(status)?;
+    if let Some(map) = value.as_object_mut() {
+        for key in keys {
+            map.entry(key.clone()).or_insert(serde_json::Value::Null);
+        }
+    }
+    Ok(serde_json::json!({ "status": value }))
 }
 
 fn kube_event(ev: &crate::domain::status::Event) -> KubeEvent {
@@ -91,6 +121,27 @@ fn kube_event(ev: &crate::domain::status::Event) -> KubeEvent {
         note: Some(ev.message.chars().take(1024).collect()),
         action: "Reconcile".into(),
         secondary: None,
+    }
+}
+
+/// Publishes the events of one reconcile, each as a new Event object. A fresh recorder per
+/// reconcile: kube's recorder keys its series by reason, not by message, so a cached one
+/// would publish a later NewArtifact as a repeat of the first, with the first revision in
+/// its note. Repeats of the same failure are already suppressed by the status fold.
+async fn publish_events(
+    client: &Client,
+    obj: &OciRepository,
+    events: &[crate::domain::status::Event],
+) {
+    if events.is_empty() {
+        return;
+    }
+    let recorder = Recorder::new(client.clone(), reporter());
+    let reference = obj.object_ref(&());
+    for ev in events {
+        if let Err(e) = recorder.publish(&kube_event(ev), &reference).await {
+            tracing::warn!(object = %format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any()), error = %e, "failed to publish event");
+        }
     }
 }
 
@@ -114,12 +165,7 @@ async fn apply(obj: Arc<OciRepository>, kctx: Arc<KubeContext>) -> Result<Action
             object: format!("{ns}/{name}"),
             source,
         })?;
-    let reference = obj.object_ref(&());
-    for ev in &report.events {
-        if let Err(e) = kctx.recorder.publish(&kube_event(ev), &reference).await {
-            tracing::warn!(object = %format!("{ns}/{name}"), error = %e, "failed to publish event");
-        }
-    }
+    publish_events(&kctx.client, &obj, &report.events).await;
     if kctx.external_artifact {
         let mut updated = (*obj).clone();
         updated.status = Some(report.status.clone());

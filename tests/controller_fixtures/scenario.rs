@@ -1,0 +1,222 @@
+//! The scenarios the mock API server plays: for each, the requests expected in order
+//! (method, path, query, fixed body) and how each is answered. No registry, no storage.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use http::Method;
+use serde_json::{json, Value};
+
+use ocisource::api::ocirepository::FINALIZER;
+use ocisource::api::OciRepository;
+
+use super::{ea_path, events_path, merge_patch, repo_path, status_error, Reply, NS};
+
+/// How the ExternalArtifact API answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ea {
+    /// Publishing is off: no ExternalArtifact request at all.
+    Off,
+    /// Server-side apply then a status patch, both accepted.
+    Published,
+    /// The CRD is not installed: the apply gets 404, nothing follows.
+    CrdMissing,
+}
+
+/// How an event is written. Only `Create` (POST) is expected: the controller never
+/// patches an earlier event into a series, whose note would be stale.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventCall {
+    /// A new Event object: POST.
+    Create,
+}
+
+/// What one reconcile (`Finalizer::Apply`) is expected to ask of the API.
+#[derive(Clone, Debug)]
+pub struct Expect {
+    /// A Secret read first: its name and `data` (values base64), answered 200.
+    pub secret: Option<(String, Value)>,
+    /// Events after the status patch, in order.
+    pub events: Vec<EventCall>,
+    /// The ExternalArtifact requests.
+    pub external_artifact: Ea,
+}
+
+impl Expect {
+    /// Status patch, `events`, ExternalArtifact published.
+    pub fn events(events: &[EventCall]) -> Self {
+        Self {
+            secret: None,
+            events: events.to_vec(),
+            external_artifact: Ea::Published,
+        }
+    }
+    /// Adds a Secret read.
+    pub fn with_secret(mut self, name: &str, data: Value) -> Self {
+        self.secret = Some((name.into(), data));
+        self
+    }
+    /// Sets the ExternalArtifact behaviour.
+    pub fn with_ea(mut self, ea: Ea) -> Self {
+        self.external_artifact = ea;
+        self
+    }
+}
+
+/// The API conversations the tests drive.
+pub enum Scenario {
+    /// An object without finalizer: ONE JSON patch adding it, nothing else.
+    AddFinalizer(OciRepository),
+    /// A deleting object: ONE JSON patch removing the finalizer (index 0).
+    RemoveFinalizer(OciRepository),
+    /// No request at all (suspended).
+    NoRequests,
+    /// A full reconcile of the object.
+    Reconcile(OciRepository, Expect),
+    /// Lease `name` does not exist: GET 404, then POST create answered 201.
+    LeaseCreated(String),
+    /// Lease `name` does not exist, but another replica creates it first: POST gets 409.
+    LeaseCreateConflict(String),
+}
+
+pub(crate) struct Step {
+    pub(crate) method: Method,
+    pub(crate) path: String,
+    pub(crate) query: &'static [(&'static str, &'static str)],
+    pub(crate) body: Option<Value>,
+    pub(crate) reply: Reply,
+}
+
+fn step(method: Method, path: String, reply: Reply) -> Step {
+    Step {
+        method,
+        path,
+        query: &[],
+        body: None,
+        reply,
+    }
+}
+
+fn echo() -> Reply {
+    Box::new(|b| (200, b.clone()))
+}
+
+fn object_json(obj: &OciRepository) -> Value {
+    serde_json::to_value(obj).unwrap()
+}
+
+impl Scenario {
+    pub(crate) fn steps(self) -> Vec<Step> {
+        match self {
+            Scenario::NoRequests => Vec::new(),
+            Scenario::AddFinalizer(obj) => {
+                let name = obj.metadata.name.clone().unwrap();
+                let reply = object_json(&obj);
+                vec![Step {
+                    body: Some(json!([
+                        {"op": "test", "path": "/metadata/finalizers", "value": null},
+                        {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
+                    ])),
+                    ..step(
+                        Method::PATCH,
+                        repo_path(&name, ""),
+                        Box::new(move |_| (200, reply)),
+                    )
+                }]
+            }
+            Scenario::RemoveFinalizer(obj) => {
+                let name = obj.metadata.name.clone().unwrap();
+                let reply = object_json(&obj);
+                vec![Step {
+                    body: Some(json!([
+                        {"op": "test", "path": "/metadata/finalizers/0", "value": FINALIZER},
+                        {"op": "remove", "path": "/metadata/finalizers/0"},
+                    ])),
+                    ..step(
+                        Method::PATCH,
+                        repo_path(&name, ""),
+                        Box::new(move |_| (200, reply)),
+                    )
+                }]
+            }
+            Scenario::Reconcile(obj, expect) => reconcile_steps(&obj, expect),
+            Scenario::LeaseCreated(name) => lease_steps(&name, 201),
+            Scenario::LeaseCreateConflict(name) => lease_steps(&name, 409),
+        }
+    }
+}
+
+fn lease_steps(name: &str, create_code: u16) -> Vec<Step> {
+    let base = format!("/apis/coordination.k8s.io/v1/namespaces/{NS}/leases");
+    vec![
+        step(
+            Method::GET,
+            format!("{base}/{name}"),
+            Box::new(|_| (404, status_error(404, "NotFound"))),
+        ),
+        step(
+            Method::POST,
+            base,
+            Box::new(move |b| match create_code {
+                201 => (201, b.clone()),
+                code => (code, status_error(code, "AlreadyExists")),
+            }),
+        ),
+    ]
+}
+
+fn reconcile_steps(obj: &OciRepository, expect: Expect) -> Vec<Step> {
+    let name = obj.metadata.name.clone().unwrap();
+    let mut steps = Vec::new();
+    if let Some((secret, data)) = expect.secret {
+        let reply = json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+                           "metadata": {"name": secret, "namespace": NS}, "data": data});
+        steps.push(step(
+            Method::GET,
+            format!("/api/v1/namespaces/{NS}/secrets/{secret}"),
+            Box::new(move |_| (200, reply)),
+        ));
+    }
+    let mut current = object_json(obj);
+    steps.push(step(
+        Method::PATCH,
+        repo_path(&name, "/status"),
+        Box::new(move |b| {
+            merge_patch(&mut current, b);
+            (200, current)
+        }),
+    ));
+    for ev in expect.events {
+        steps.push(match ev {
+            EventCall::Create => step(Method::POST, events_path(), echo()),
+        });
+    }
+    let apply_query: &[(&str, &str)] = &[("fieldManager", "ocisource"), ("force", "true")];
+    match expect.external_artifact {
+        Ea::Off => {}
+        Ea::CrdMissing => steps.push(Step {
+            query: apply_query,
+            ..step(
+                Method::PATCH,
+                ea_path(&name, ""),
+                Box::new(|_| (404, status_error(404, "NotFound"))),
+            )
+        }),
+        Ea::Published => {
+            steps.push(Step {
+                query: apply_query,
+                ..step(Method::PATCH, ea_path(&name, ""), echo())
+            });
+            let ea = json!({"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "ExternalArtifact",
+                            "metadata": {"name": name, "namespace": NS}, "spec": {}});
+            steps.push(step(
+                Method::PATCH,
+                ea_path(&name, "/status"),
+                Box::new(move |b| {
+                    let mut ea = ea;
+                    ea["status"] = b["status"].clone();
+                    (200, ea)
+                }),
+            ));
+        }
+    }
+    steps
+}

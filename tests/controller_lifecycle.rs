@@ -1,0 +1,247 @@
+//! The controller's Kubernetes I/O around the artifact path, with a mock API server
+//! (tower-test): the finalizer is added before anything else, deletion removes the
+//! object's storage folder and then the finalizer, suspend makes no request, an invalid
+//! URL stalls without requeue, `requestedAt` is echoed; plus the start-up storage check
+//! and the leader Lease against the mock.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod controller_fixtures;
+mod support;
+
+use std::time::Duration;
+
+use http::Method;
+use kube::runtime::controller::Action;
+use serde_json::json;
+
+use controller_fixtures::{
+    condition, events_path, mock_client, only, repo, repo_path, Env, EventCall, Expect, RepoExt,
+    Scenario, NS,
+};
+use ocisource::api::OciRepository;
+use ocisource::controller::leader::{try_acquire, LeaseConfig};
+use ocisource::controller::startup::{check_storage, StartupReport};
+use ocisource::storage::Storage;
+use support::{sha256, tar_gz, RegistryOpts};
+
+const LAYER: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
+
+async fn env_with_artifact() -> (Env, OciRepository) {
+    let env = Env::new(RegistryOpts::plain());
+    env.reg
+        .push_artifact(
+            "team/app",
+            "v1",
+            &[(LAYER, tar_gz(&[("a.txt", b"a")]))],
+            &[],
+        )
+        .await;
+    let obj = repo("app", &env.url("team/app")).with_tag("v1");
+    (env, obj)
+}
+
+#[tokio::test]
+async fn object_without_finalizer_only_gets_the_finalizer() {
+    let (mut env, obj) = env_with_artifact().await;
+    let obj = obj.without_finalizer();
+    let pushed = env.reg.request_log().len();
+    let (action, calls) = env
+        .reconcile(&obj, Scenario::AddFinalizer(obj.clone()))
+        .await;
+    assert_eq!(action.unwrap(), Action::await_change());
+    assert_eq!(calls.len(), 1);
+    assert_eq!(
+        env.reg.request_log().len(),
+        pushed,
+        "nothing is pulled before the finalizer"
+    );
+    assert!(env.storage().list_artifacts().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn deletion_removes_the_objects_storage_then_the_finalizer() {
+    let (mut env, obj) = env_with_artifact().await;
+    let (_, calls) = env
+        .reconcile(
+            &obj,
+            Scenario::Reconcile(obj.clone(), Expect::events(&[EventCall::Create])),
+        )
+        .await;
+    let obj = obj.with_status_of(only(&calls, Method::PATCH, &repo_path("app", "/status")));
+    let path = obj
+        .status
+        .as_ref()
+        .unwrap()
+        .artifact
+        .as_ref()
+        .unwrap()
+        .path
+        .clone();
+    assert!(env.storage().exists(&path));
+    // Another object's artifact in the same namespace must survive.
+    let other = Storage::artifact_path(NS, "other", "keep.tar.gz");
+    std::fs::create_dir_all(env.dir.path().join(Storage::object_dir(NS, "other"))).unwrap();
+    std::fs::write(env.dir.path().join(&other), b"x").unwrap();
+
+    let obj = obj.deleting();
+    let (action, _) = env
+        .reconcile(&obj, Scenario::RemoveFinalizer(obj.clone()))
+        .await;
+    assert_eq!(action.unwrap(), Action::await_change());
+    assert!(!env.dir.path().join(Storage::object_dir(NS, "app")).exists());
+    assert_eq!(env.storage().list_artifacts().unwrap(), vec![other]);
+}
+
+#[tokio::test]
+async fn suspended_object_makes_no_request() {
+    let (mut env, obj) = env_with_artifact().await;
+    let obj = obj.suspended();
+    let pushed = env.reg.request_log().len();
+    let (action, calls) = env.reconcile(&obj, Scenario::NoRequests).await;
+    assert_eq!(action.unwrap(), Action::await_change());
+    assert!(calls.is_empty());
+    assert_eq!(
+        env.reg.request_log().len(),
+        pushed,
+        "a suspended object is not pulled"
+    );
+}
+
+#[tokio::test]
+async fn invalid_url_stalls_and_waits_for_a_spec_change() {
+    let (mut env, _) = env_with_artifact().await;
+    let obj = repo("bad", "https://example.com/not-oci");
+    let (action, calls) = env
+        .reconcile(
+            &obj,
+            Scenario::Reconcile(obj.clone(), Expect::events(&[EventCall::Create])),
+        )
+        .await;
+    assert_eq!(action.unwrap(), Action::await_change());
+    let status = &only(&calls, Method::PATCH, &repo_path("bad", "/status")).body["status"];
+    let stalled = condition(status, "Stalled");
+    assert_eq!(stalled["status"], "True");
+    assert_eq!(stalled["reason"], "URLInvalid");
+    let ready = condition(status, "Ready");
+    assert_eq!(
+        (&ready["status"], &ready["reason"]),
+        (&json!("False"), &json!("URLInvalid"))
+    );
+    assert!(status["artifact"].is_null(), "no artifact was ever stored: {status:#}");
+    assert_eq!(status["observedGeneration"], 1);
+    let event = &only(&calls, Method::POST, &events_path()).body;
+    assert_eq!(
+        (&event["type"], &event["reason"]),
+        (&json!("Warning"), &json!("URLInvalid"))
+    );
+}
+
+#[tokio::test]
+async fn requested_at_is_echoed_into_last_handled_reconcile_at() {
+    let (mut env, obj) = env_with_artifact().await;
+    let obj = obj.requested_at("2026-07-02T10:00:00Z");
+    let (action, calls) = env
+        .reconcile(
+            &obj,
+            Scenario::Reconcile(obj.clone(), Expect::events(&[EventCall::Create])),
+        )
+        .await;
+    action.unwrap();
+    let status = &only(&calls, Method::PATCH, &repo_path("app", "/status")).body["status"];
+    assert_eq!(status["lastHandledReconcileAt"], "2026-07-02T10:00:00Z");
+    assert_eq!(condition(status, "Ready")["status"], "True");
+}
+
+fn with_artifact(name: &str, path: &str, digest: &str) -> OciRepository {
+    let mut obj = repo(name, "oci://127.0.0.1:1/x");
+    obj.status = Some(
+        serde_json::from_value(json!({"artifact": {
+            "path": path, "url": format!("http://h/{path}"), "revision": "v1@sha256:00",
+            "digest": digest, "lastUpdateTime": "2026-07-02T10:00:00Z"}}))
+        .unwrap(),
+    );
+    obj
+}
+
+#[test]
+fn startup_check_deletes_tampered_reports_missing_and_removes_orphans() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Storage::new(dir.path());
+    let write = |name: &str, bytes: &[u8]| {
+        let rel = Storage::artifact_path(NS, name, "a.tar.gz");
+        std::fs::create_dir_all(dir.path().join(Storage::object_dir(NS, name))).unwrap();
+        std::fs::write(dir.path().join(&rel), bytes).unwrap();
+        rel
+    };
+    let good = write("good", b"good bytes");
+    let tampered = write("tampered", b"changed after publishing");
+    let orphan = write("gone", b"no object");
+    let missing = Storage::artifact_path(NS, "missing", "a.tar.gz");
+    let objects = [
+        with_artifact("good", &good, &sha256(b"good bytes")),
+        with_artifact("tampered", &tampered, &sha256(b"published bytes")),
+        with_artifact("missing", &missing, &sha256(b"whatever")),
+    ];
+
+    let report = check_storage(&storage, &objects).unwrap();
+    assert_eq!(
+        report,
+        StartupReport {
+            tampered: vec![tampered.clone()],
+            missing: vec![missing],
+            orphans: vec![Storage::object_dir(NS, "gone")],
+        }
+    );
+    assert!(storage.exists(&good));
+    assert!(
+        !storage.exists(&tampered),
+        "a tampered artifact is deleted for rebuild"
+    );
+    assert!(!storage.exists(&orphan));
+    assert_eq!(storage.list_artifacts().unwrap(), vec![good]);
+}
+
+fn lease(name: &str) -> LeaseConfig {
+    LeaseConfig {
+        namespace: NS.into(),
+        name: name.into(),
+        identity: "ocisource-0".into(),
+        duration: Duration::from_secs(15),
+    }
+}
+
+#[tokio::test]
+async fn leader_creates_the_absent_lease_and_leads() {
+    let (client, mut api) = mock_client();
+    let cfg = lease("leader");
+    let (held, calls) = api
+        .run(
+            Scenario::LeaseCreated("leader".into()),
+            try_acquire(&client, &cfg),
+        )
+        .await;
+    assert!(
+        held.unwrap(),
+        "creating the lease makes this replica the leader"
+    );
+    let created = &calls[1].body;
+    assert_eq!(created["metadata"]["name"], "leader");
+    assert_eq!(created["spec"]["holderIdentity"], "ocisource-0");
+    assert_eq!(created["spec"]["leaseDurationSeconds"], 15);
+}
+
+#[tokio::test]
+async fn leader_loses_a_create_race_without_error() {
+    let (client, mut api) = mock_client();
+    let cfg = lease("leader");
+    let (held, _) = api
+        .run(
+            Scenario::LeaseCreateConflict("leader".into()),
+            try_acquire(&client, &cfg),
+        )
+        .await;
+    assert!(
+        !held.unwrap(),
+        "a 409 on create means another replica leads"
+    );
+}

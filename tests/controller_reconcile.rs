@@ -1,0 +1,349 @@
+//! The controller's Kubernetes I/O on the artifact path, through
+//! `controller::reconcile_object` with a mock API server (tower-test) and a REAL registry:
+//! first artifact (status, NewArtifact event, ExternalArtifact with ownerReference),
+//! unchanged digest (no blob fetched), moved tag, semver upgrade, registry auth failure
+//! with the Secret read through the API, and a missing ExternalArtifact CRD.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod controller_fixtures;
+mod support;
+
+use http::Method;
+use kube::runtime::controller::Action;
+use serde_json::Value;
+
+use controller_fixtures::{
+    condition, docker_secret_data, ea_path, events_path, only, repo, repo_path, Call, Ea, Env,
+    EventCall, Expect, RepoExt, Scenario, ADV_ADDR, NS, UID,
+};
+use support::{sha256, tar_gz, Pushed, RegistryOpts};
+
+const LAYER: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
+
+async fn push(env: &Env, repo: &str, tag: &str, file: &str, content: &str) -> Pushed {
+    env.reg
+        .push_artifact(
+            repo,
+            tag,
+            &[(LAYER, tar_gz(&[(file, content.as_bytes())]))],
+            &[],
+        )
+        .await
+}
+
+fn status_patch<'a>(calls: &'a [Call], name: &str) -> &'a Call {
+    only(calls, Method::PATCH, &repo_path(name, "/status"))
+}
+
+fn status_of<'a>(calls: &'a [Call], name: &str) -> &'a Value {
+    &status_patch(calls, name).body["status"]
+}
+
+fn ready(status: &Value) -> (&str, &str) {
+    let c = condition(status, "Ready");
+    (c["status"].as_str().unwrap(), c["reason"].as_str().unwrap())
+}
+
+/// The bytes stored for `status.artifact` hash to its digest.
+fn assert_stored(env: &Env, status: &Value) {
+    let path = status["artifact"]["path"].as_str().unwrap();
+    let bytes = std::fs::read(env.dir.path().join(path)).unwrap();
+    assert_eq!(status["artifact"]["digest"], sha256(&bytes));
+}
+
+fn blob_gets(env: &Env, since: usize) -> Vec<String> {
+    env.reg.request_log()[since..]
+        .iter()
+        .filter(|r| r.method == "GET" && r.path.contains("/blobs/"))
+        .map(|r| r.path.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn first_artifact_patches_status_emits_new_artifact_and_publishes_external_artifact() {
+    let mut env = Env::new(RegistryOpts::plain());
+    let pushed = push(&env, "team/app", "v1", "deploy.yaml", "replicas: 1\n").await;
+    let obj = repo("app", &env.url("team/app")).with_tag("v1");
+
+    let (action, calls) = env
+        .reconcile(
+            &obj,
+            Scenario::Reconcile(obj.clone(), Expect::events(&[EventCall::Create])),
+        )
+        .await;
+    let action = action.unwrap();
+    assert_ne!(
+        action,
+        Action::await_change(),
+        "a success requeues at the interval"
+    );
+
+    let status = status_of(&calls, "app");
+    let revision = format!("v1@{}", pushed.manifest_digest);
+    assert_eq!(ready(status), ("True", "Succeeded"));
+    assert_eq!(condition(status, "Ready")["observedGeneration"], 1);
+    assert_eq!(status["observedGeneration"], 1);
+    let artifact = &status["artifact"];
+    assert_eq!(artifact["revision"], revision);
+    let hex = &pushed.manifest_digest["sha256:".len()..];
+    let path = format!("ocirepository/{NS}/app/{hex}.tar.gz");
+    assert_eq!(artifact["path"], path);
+    assert_eq!(artifact["url"], format!("http://{ADV_ADDR}/{path}"));
+    assert_eq!(status["url"], artifact["url"]);
+    assert_stored(&env, status);
+
+    let event = &only(&calls, Method::POST, &events_path()).body;
+    assert_eq!(event["reason"], "NewArtifact");
+    assert_eq!(event["type"], "Normal");
+    assert_eq!(event["regarding"]["name"], "app");
+    assert_eq!(event["regarding"]["uid"], UID);
+    assert!(
+        event["note"].as_str().unwrap().contains(&revision),
+        "{event:#}"
+    );
+
+    let ea = &only(&calls, Method::PATCH, &ea_path("app", "")).body;
+    assert_eq!(ea["apiVersion"], "source.toolkit.fluxcd.io/v1");
+    assert_eq!(ea["kind"], "ExternalArtifact");
+    assert_eq!(ea["metadata"]["name"], "app");
+    assert_eq!(ea["metadata"]["namespace"], NS);
+    let owners = ea["metadata"]["ownerReferences"].as_array().unwrap();
+    assert_eq!(owners.len(), 1);
+    assert_eq!(owners[0]["uid"], UID);
+    assert_eq!(owners[0]["controller"], true);
+    assert_eq!(owners[0]["kind"], "OCIRepository");
+    assert_eq!(owners[0]["apiVersion"], "ocisource.dev/v1beta1");
+    let source_ref = &ea["spec"]["sourceRef"];
+    assert_eq!(source_ref["kind"], "OCIRepository");
+    assert_eq!(source_ref["name"], "app");
+    assert_eq!(source_ref["namespace"], NS);
+    assert!(
+        ea.get("status").is_none(),
+        "apply must not carry status: {ea:#}"
+    );
+
+    let ea_status = &only(&calls, Method::PATCH, &ea_path("app", "/status")).body["status"];
+    assert_eq!(ea_status["artifact"], *artifact);
+    assert_eq!(ready(ea_status), ("True", "Succeeded"));
+}
+
+#[tokio::test]
+async fn unchanged_digest_patches_status_with_one_manifest_head_and_no_blob() {
+    let mut env = Env::new(RegistryOpts::plain());
+    push(&env, "team/app", "v1", "a.txt", "a").await;
+    let obj = repo("app", &env.url("team/app")).with_tag("v1");
+    let (first, calls) = env
+        .reconcile(
+            &obj,
+            Scenario::Reconcile(obj.clone(), Expect::events(&[EventCall::Create])),
+        )
+        .await;
+    first.unwrap();
+    let obj = obj.with_status_of(status_patch(&calls, "app"));
+    let stored = status_of(&calls, "app").clone();
+
+    let before = env.reg.request_log().len();
+    // No event: the digest did not change and the object was not failing.
+    let (second, calls) = env
+        .reconcile(&obj, Scenario::Reconcile(obj.clone(), Expect::events(&[])))
+        .await;
+    second.unwrap();
+    let status = status_of(&calls, "app");
+    assert_eq!(status["artifact"], stored["artifact"]);
+    assert_eq!(ready(status), ("True", "Succeeded"));
+
+    let log = env.reg.request_log()[before..].to_vec();
+    assert!(
+        blob_gets(&env, before).is_empty(),
+        "no blob may be fetched: {log:?}"
+    );
+    let manifests: Vec<_> = log
+        .iter()
+        .filter(|r| r.path.contains("/manifests/") && r.status != 401)
+        .collect();
+    assert_eq!(manifests.len(), 1, "{log:?}");
+    assert_eq!(manifests[0].method, "HEAD", "{log:?}");
+}
+
+#[tokio::test]
+async fn moved_tag_stores_new_revision_and_updates_external_artifact() {
+    let mut env = Env::new(RegistryOpts::plain());
+    let old = push(&env, "team/app", "stable", "v.txt", "one").await;
+    let obj = repo("app", &env.url("team/app")).with_tag("stable");
+    let (_, calls) = env
+        .reconcile(
+            &obj,
+            Scenario::Reconcile(obj.clone(), Expect::events(&[EventCall::Create])),
+        )
+        .await;
+    let obj = obj.with_status_of(status_patch(&calls, "app"));
+    let old_digest = status_of(&calls, "app")["artifact"]["digest"].clone();
+
+    let new = push(&env, "team/app", "stable", "v.txt", "two").await;
+    assert_ne!(old.manifest_digest, new.manifest_digest);
+    // A new Event object, not a repeat of the first (whose note names the old revision).
+    let (action, calls) = env
+        .reconcile(
+            &obj,
+            Scenario::Reconcile(obj.clone(), Expect::events(&[EventCall::Create])),
+        )
+        .await;
+    action.unwrap();
+    let status = status_of(&calls, "app");
+    let revision = format!("stable@{}", new.manifest_digest);
+    assert_eq!(status["artifact"]["revision"], revision);
+    assert_ne!(status["artifact"]["digest"], old_digest);
+    assert_stored(&env, status);
+    let event = &only(&calls, Method::POST, &events_path()).body;
+    assert_eq!(event["reason"], "NewArtifact");
+    assert_eq!(
+        event["note"],
+        format!("stored artifact for revision '{revision}'")
+    );
+    let ea_status = &only(&calls, Method::PATCH, &ea_path("app", "/status")).body["status"];
+    assert_eq!(ea_status["artifact"]["revision"], revision);
+    assert_eq!(ea_status["artifact"], status["artifact"]);
+}
+
+#[tokio::test]
+async fn semver_upgrade_picks_the_new_highest_tag() {
+    let mut env = Env::new(RegistryOpts::plain());
+    push(&env, "team/cfg", "1.0.0", "v.txt", "1.0.0").await;
+    push(&env, "team/cfg", "2.0.0", "v.txt", "2.0.0").await;
+    let obj = repo("cfg", &env.url("team/cfg")).with_semver("1.x");
+    let (_, calls) = env
+        .reconcile(
+            &obj,
+            Scenario::Reconcile(obj.clone(), Expect::events(&[EventCall::Create])),
+        )
+        .await;
+    assert!(status_of(&calls, "cfg")["artifact"]["revision"]
+        .as_str()
+        .unwrap()
+        .starts_with("1.0.0@sha256:"));
+    let obj = obj.with_status_of(status_patch(&calls, "cfg"));
+
+    let newer = push(&env, "team/cfg", "1.1.0", "v.txt", "1.1.0").await;
+    let (_, calls) = env
+        .reconcile(
+            &obj,
+            Scenario::Reconcile(obj.clone(), Expect::events(&[EventCall::Create])),
+        )
+        .await;
+    let status = status_of(&calls, "cfg");
+    let event = &only(&calls, Method::POST, &events_path()).body;
+    assert_eq!(event["reason"], "NewArtifact");
+    assert_eq!(
+        status["artifact"]["revision"],
+        format!("1.1.0@{}", newer.manifest_digest)
+    );
+    assert_eq!(ready(status), ("True", "Succeeded"));
+    assert_stored(&env, status);
+}
+
+#[tokio::test]
+async fn auth_failure_reports_authentication_failed_and_keeps_the_last_artifact() {
+    let mut env = Env::new(RegistryOpts::plain().with_basic_auth("ci", "s3cret"));
+    push(&env, "team/app", "v1", "a.txt", "a").await;
+    let host = env.reg.host();
+    let obj = repo("app", &env.url("team/app"))
+        .with_tag("v1")
+        .with_secret_ref("creds");
+    let good = Expect::events(&[EventCall::Create])
+        .with_secret("creds", docker_secret_data(&host, "ci", "s3cret"));
+    let (_, calls) = env
+        .reconcile(&obj, Scenario::Reconcile(obj.clone(), good))
+        .await;
+    let stored = status_of(&calls, "app")["artifact"].clone();
+    assert_eq!(ready(status_of(&calls, "app")), ("True", "Succeeded"));
+    let obj = obj.with_status_of(status_patch(&calls, "app"));
+
+    let bad = Expect::events(&[EventCall::Create])
+        .with_secret("creds", docker_secret_data(&host, "ci", "wrong"));
+    let (action, calls) = env
+        .reconcile(&obj, Scenario::Reconcile(obj.clone(), bad))
+        .await;
+    let action = action.unwrap();
+    assert_ne!(action, Action::await_change(), "an auth failure is retried");
+    let status = status_of(&calls, "app");
+    assert_eq!(ready(status), ("False", "AuthenticationFailed"));
+    let fetch = condition(status, "FetchFailed");
+    assert_eq!(fetch["status"], "True");
+    assert_eq!(fetch["reason"], "AuthenticationFailed");
+    assert!(
+        !fetch["message"].as_str().unwrap().contains("wrong"),
+        "no credential in messages: {fetch:#}"
+    );
+    assert_eq!(
+        status["artifact"], stored,
+        "the last artifact stays in status"
+    );
+    assert_stored(&env, status);
+    let event = &only(&calls, Method::POST, &events_path()).body;
+    assert_eq!(
+        (event["type"].as_str(), event["reason"].as_str()),
+        (Some("Warning"), Some("AuthenticationFailed"))
+    );
+    let ea_status = &only(&calls, Method::PATCH, &ea_path("app", "/status")).body["status"];
+    assert_eq!(ea_status["artifact"], stored);
+    assert_eq!(ready(ea_status), ("False", "FetchFailed"));
+}
+
+#[tokio::test]
+async fn missing_external_artifact_crd_does_not_fail_the_reconcile() {
+    let mut env = Env::new(RegistryOpts::plain());
+    push(&env, "team/app", "v1", "a.txt", "a").await;
+    let obj = repo("app", &env.url("team/app")).with_tag("v1");
+    let expect = Expect::events(&[EventCall::Create]).with_ea(Ea::CrdMissing);
+    let (action, calls) = env
+        .reconcile(&obj, Scenario::Reconcile(obj.clone(), expect))
+        .await;
+    assert_ne!(action.unwrap(), Action::await_change());
+    assert_eq!(ready(status_of(&calls, "app")), ("True", "Succeeded"));
+    assert!(!calls.iter().any(|c| c.path == ea_path("app", "/status")));
+}
+
+#[tokio::test]
+async fn removing_spec_ignore_clears_observed_ignore_so_the_next_reconcile_is_a_no_op() {
+    let mut env = Env::new(RegistryOpts::plain());
+    push(&env, "team/app", "v1", "a.txt", "a").await;
+    let obj = repo("app", &env.url("team/app"))
+        .with_tag("v1")
+        .with_ignore(Some("*.md"));
+    let (_, calls) = env
+        .reconcile(
+            &obj,
+            Scenario::Reconcile(obj.clone(), Expect::events(&[EventCall::Create])),
+        )
+        .await;
+    let obj = obj.with_status_of(status_patch(&calls, "app"));
+    assert_eq!(
+        obj.status.as_ref().unwrap().observed_ignore.as_deref(),
+        Some("*.md")
+    );
+
+    // The user removes spec.ignore: the artifact is re-packaged (same content, no event).
+    let obj = obj.with_ignore(None);
+    let (_, calls) = env
+        .reconcile(&obj, Scenario::Reconcile(obj.clone(), Expect::events(&[])))
+        .await;
+    let obj = obj.with_status_of(status_patch(&calls, "app"));
+    assert_eq!(
+        obj.status.as_ref().unwrap().observed_ignore,
+        None,
+        "the status patch must delete observedIgnore: {:#}",
+        status_patch(&calls, "app").body
+    );
+
+    // From now on an unchanged digest costs no blob download.
+    let before = env.reg.request_log().len();
+    let (_, calls) = env
+        .reconcile(&obj, Scenario::Reconcile(obj.clone(), Expect::events(&[])))
+        .await;
+    assert_eq!(ready(status_of(&calls, "app")), ("True", "Succeeded"));
+    assert!(
+        blob_gets(&env, before).is_empty(),
+        "{:?}",
+        env.reg.request_log()
+    );
+}
