@@ -60,9 +60,27 @@ impl Write for ChunkWriter {
 }
 
 /// The running tar → gzip pipeline writing into `W`.
+///
+/// Dropped without [`Sink::finish`] (a failed merge), it stops the compressor and waits for
+/// it, so the output writer (the artifact's temp file) is dropped, and so deleted, before
+/// the merge returns: a process exiting right after a failure leaves nothing behind.
 pub(super) struct Sink<W> {
-    tar: tar::Builder<ChunkWriter>,
-    thread: JoinHandle<io::Result<W>>,
+    tar: Option<tar::Builder<ChunkWriter>>,
+    thread: Option<JoinHandle<io::Result<W>>>,
+}
+
+impl<W> Drop for Sink<W> {
+    fn drop(&mut self) {
+        // Closing the tar writer closes the channel; then the compressor can end.
+        drop(self.tar.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn gone() -> io::Error {
+    io::Error::other("the archive writer was already finished")
 }
 
 impl<W: Write + Send + 'static> Sink<W> {
@@ -90,15 +108,15 @@ impl<W: Write + Send + 'static> Sink<W> {
             free,
         };
         Ok(Self {
-            tar: tar::Builder::new(writer),
-            thread,
+            tar: Some(tar::Builder::new(writer)),
+            thread: Some(thread),
         })
     }
 
     /// Appends a normalised directory entry.
     pub(super) fn dir(&mut self, path: &str) -> io::Result<()> {
         let mut h = header(EntryType::Directory, DIR_MODE, 0);
-        self.tar.append_data(&mut h, path, io::empty())
+        self.tar.as_mut().ok_or_else(gone)?.append_data(&mut h, path, io::empty())
     }
 
     /// Appends a normalised regular file whose `size` bytes come from `data`.
@@ -110,13 +128,15 @@ impl<W: Write + Send + 'static> Sink<W> {
         data: impl Read,
     ) -> io::Result<()> {
         let mut h = header(EntryType::Regular, mode, size);
-        self.tar.append_data(&mut h, path, data)
+        self.tar.as_mut().ok_or_else(gone)?.append_data(&mut h, path, data)
     }
 
     /// Writes the tar trailer, flushes the last chunk, waits for the compressor and
     /// returns the writer.
-    pub(super) fn finish(self) -> Result<W, ArchiveError> {
-        let Self { tar, thread } = self;
+    pub(super) fn finish(mut self) -> Result<W, ArchiveError> {
+        let (Some(tar), Some(thread)) = (self.tar.take(), self.thread.take()) else {
+            return Err(ArchiveError::Write { source: gone() });
+        };
         let sent = tar.into_inner().and_then(|mut w| w.ship());
         // Dropping the writer (and its sender) ends the compressor loop.
         let joined = thread
@@ -130,9 +150,11 @@ impl<W: Write + Send + 'static> Sink<W> {
 
     /// Stops the pipeline after a failure and returns the most telling error: the
     /// compressor's own error when it failed first, else `err`.
-    pub(super) fn abandon(self, err: io::Error) -> ArchiveError {
-        let Self { tar, thread } = self;
-        drop(tar);
+    pub(super) fn abandon(mut self, err: io::Error) -> ArchiveError {
+        drop(self.tar.take());
+        let Some(thread) = self.thread.take() else {
+            return ArchiveError::Write { source: err };
+        };
         match thread.join() {
             Err(_) => ArchiveError::CompressorPanicked,
             Ok(Err(source)) => ArchiveError::Write { source },
