@@ -58,6 +58,52 @@ pub struct Call {
     pub reply: Value,
 }
 
+/// The (group, resource[/subresource], verb) a request needs, from its method and path:
+/// `/api/v1/namespaces/N/R[/name[/sub]]` or `/apis/G/V/namespaces/N/R[/name[/sub]]`.
+pub fn required_grant(method: &Method, path: &str, query: &str) -> (String, String, String) {
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let (group, rest) = match parts.as_slice() {
+        ["api", _v, rest @ ..] => (String::new(), rest.to_vec()),
+        ["apis", g, _v, rest @ ..] => ((*g).to_string(), rest.to_vec()),
+        _ => panic!("not a Kubernetes API path: {path}"),
+    };
+    let rest = match rest.as_slice() {
+        ["namespaces", _ns, r @ ..] => r.to_vec(),
+        r => r.to_vec(),
+    };
+    let (resource, named) = match rest.as_slice() {
+        [r] => ((*r).to_string(), false),
+        [r, _name] => ((*r).to_string(), true),
+        [r, _name, sub] => (format!("{r}/{sub}"), true),
+        other => panic!("unexpected API path shape {other:?} in {path}"),
+    };
+    let verb = match (method.as_str(), named) {
+        ("GET", true) => "get",
+        ("GET", false) if query.contains("watch=true") => "watch",
+        ("GET", false) => "list",
+        ("POST", _) => "create",
+        ("PATCH", _) => "patch",
+        ("PUT", _) => "update",
+        ("DELETE", _) => "delete",
+        (m, _) => panic!("unexpected method {m} on {path}"),
+    };
+    (group, resource, verb.to_string())
+}
+
+/// Fails the test when the controller calls an API its Role (`api::rbac::RULES`, which the
+/// chart grants exactly) does not grant.
+fn assert_granted(call: &Call) {
+    let (group, resource, verb) = required_grant(&call.method, &call.path, &call.query);
+    let granted = ocisource::api::rbac::RULES.iter().any(|r| {
+        r.group == group && r.resources.contains(&resource.as_str()) && r.verbs.contains(&verb.as_str())
+    });
+    assert!(
+        granted,
+        "the controller called {} {} needing '{verb}' on '{resource}' in group '{group}', which api::rbac::RULES (and so the chart's Role) does not grant",
+        call.method, call.path
+    );
+}
+
 /// The path of an OCIRepository (`sub` = "" or "/status").
 pub fn repo_path(name: &str, sub: &str) -> String {
     format!("/apis/ocisource.dev/v1beta1/namespaces/{NS}/ocirepositories/{name}{sub}")
@@ -142,6 +188,7 @@ async fn serve(
             body,
             reply: Value::Null,
         };
+        assert_granted(&call);
         assert_eq!(call.method, s.method, "{what}: got {call:#?}");
         assert_eq!(call.path, s.path, "{what}: got {call:#?}");
         let want: Vec<(String, String)> = s
