@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::api::ListParams;
-use kube::runtime::events::Recorder;
 use kube::{Api, Client};
 
 use crate::api::OciRepository;
@@ -109,7 +108,6 @@ pub async fn run(args: ControllerArgs) -> Result<(), AppError> {
     let kctx = Arc::new(KubeContext {
         client: client.clone(),
         core,
-        recorder: Recorder::new(client, controller::reporter()),
         external_artifact: args.external_artifact,
         external_artifact_missing: AtomicBool::new(false),
     });

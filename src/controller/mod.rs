@@ -35,11 +35,6 @@ pub struct KubeContext {
     pub client: Client,
     /// The reconcile context.
     pub core: Arc<Context>,
-    /// Event recorder. Reconcile events do not go through it (see [`publish_events`]):
-    /// kube's `Recorder` turns a second event of the same reason into a series of the
-    /// first, keeping the first event's note, so a moved tag would be reported with the
-    /// old revision.
-    pub recorder: Recorder,
     /// Publish ExternalArtifacts (`--external-artifact`).
     pub external_artifact: bool,
     /// Set once the ExternalArtifact API was found missing, so it is said once.

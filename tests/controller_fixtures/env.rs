@@ -52,12 +52,7 @@ impl Env {
             },
             Arc::new(Metrics::new()),
         ));
-        let reporter = Reporter {
-            controller: controller::MANAGER.into(),
-            instance: Some("test".into()),
-        };
         let kctx = Arc::new(KubeContext {
-            recorder: Recorder::new(client.clone(), reporter),
             client,
             core,
             external_artifact: true,
