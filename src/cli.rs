@@ -49,7 +49,8 @@ pub enum Command {
     Rbac,
 }
 
-/// `ocisource controller`: flags in the spirit of Flux's source-controller.
+/// `ocisource controller`: flags in the spirit of Flux's source-controller. Boolean flags
+/// take Go's forms too: `--leader-elect`, `--leader-elect=true`, `--leader-elect=false`.
 #[derive(Debug, Args)]
 pub struct ControllerArgs {
     /// Objects reconciled at once.
@@ -71,17 +72,17 @@ pub struct ControllerArgs {
     #[arg(long, default_value_t = 2)]
     pub artifact_retention_records: usize,
     /// Watch OCIRepositories in every namespace (else only the runtime namespace).
-    #[arg(long)]
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub watch_all_namespaces: bool,
     /// Only reconcile objects matching this label selector (sharding).
     #[arg(long)]
     pub watch_label_selector: Option<String>,
     /// Refuse references to objects in other namespaces. OCIRepository only references
     /// Secrets in its own namespace, so this is accepted for compatibility with Flux.
-    #[arg(long)]
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub no_cross_namespace_refs: bool,
     /// Take a Lease before reconciling, so only one replica works at a time.
-    #[arg(long)]
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub leader_elect: bool,
     /// Address of the Prometheus /metrics endpoint.
     #[arg(long, default_value = "0.0.0.0:8080")]
@@ -90,7 +91,7 @@ pub struct ControllerArgs {
     #[arg(long, default_value = "0.0.0.0:9440")]
     pub health_addr: String,
     /// Publish a Flux ExternalArtifact for each OCIRepository.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub external_artifact: bool,
     /// Namespace of this controller (for the Lease and the default watch scope).
     #[arg(long, env = "RUNTIME_NAMESPACE", default_value = "ocisource-system")]
@@ -280,6 +281,29 @@ pub struct VerifyArgs {
     /// Registry connection.
     #[command(flatten)]
     pub registry: RegistryArgs,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn controller(args: &[&str]) -> ControllerArgs {
+        let cli = Cli::try_parse_from([&["ocisource", "controller"], args].concat()).unwrap();
+        match cli.command {
+            Command::Controller(a) => a,
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn boolean_controller_flags_take_go_forms() {
+        let a = controller(&["--leader-elect", "--watch-all-namespaces=false", "--external-artifact=false"]);
+        assert!(a.leader_elect && !a.watch_all_namespaces && !a.external_artifact);
+        let b = controller(&["--leader-elect=false", "--no-cross-namespace-refs=true", "--artifact-retention-ttl=90s"]);
+        assert!(!b.leader_elect && b.no_cross_namespace_refs && b.external_artifact);
+        assert_eq!(b.artifact_retention_ttl, std::time::Duration::from_secs(90));
+        assert!(Cli::try_parse_from(["ocisource", "controller", "--artifact-retention-ttl=soon"]).is_err());
+    }
 }
 
 /// Parses `90s`, `5m`, `1h30m`, `250ms` (Go/Kubernetes duration syntax, the subset Flux uses).

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import copy
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -53,8 +54,20 @@ def merged(overrides: dict[str, Any]) -> dict[str, Any]:
         return loaded.merge_values(overrides)
 
 
+def controller_accepts_args(deploy: dict[str, Any], binary: str, report: Report, name: str) -> None:
+    """The binary parses the rendered container args: `ocisource <args> --help` exits 0 only
+    when every flag before `--help` is known and its value valid."""
+    args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    label = f"{name}: the controller accepts the rendered args"
+    if not os.path.exists(binary):
+        report.skip(label, f"{binary} not built")
+        return
+    proc = subprocess.run([binary, *args, "--help"], capture_output=True, text=True, timeout=60, check=False)
+    report.check(label, proc.returncode == 0, (proc.stderr or proc.stdout).strip()[-300:])
+
+
 def scenario_checks(name: str, objs: list[dict[str, Any]], values: dict[str, Any],
-                    expected: set | None, report: Report) -> None:
+                    expected: set | None, report: Report, binary: str = "") -> None:
     """Every assertion that applies to one rendered scenario."""
     checks.validate_objects(objs, report, name)
     deploys = find(objs, "Deployment")
@@ -65,6 +78,8 @@ def scenario_checks(name: str, objs: list[dict[str, Any]], values: dict[str, Any
     checks.probes_and_mounts(deploy, values, report, name)
     checks.leader_election(deploy, values, report, name)
     checks.network_policy(objs, values, report, name)
+    if binary:
+        controller_accepts_args(deploy, binary, report, name)
     if expected is not None:
         checks.rbac(objs, expected, values["watchAllNamespaces"], report, name)
     args = checks.container_args(deploy)
@@ -191,7 +206,7 @@ def main() -> int:
         report.check(f"{name}: helm lint --strict", not problems, "; ".join(problems))
         values = merged(overrides)
         objs = render(CHART, overrides)
-        scenario_checks(name, objs, values, expected, report)
+        scenario_checks(name, objs, values, expected, report, binary)
         if name == "default":
             default_objs, default_values = objs, values
             default_consumers(values, report)
