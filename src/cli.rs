@@ -297,12 +297,23 @@ mod tests {
 
     #[test]
     fn boolean_controller_flags_take_go_forms() {
-        let a = controller(&["--leader-elect", "--watch-all-namespaces=false", "--external-artifact=false"]);
+        let a = controller(&[
+            "--leader-elect",
+            "--watch-all-namespaces=false",
+            "--external-artifact=false",
+        ]);
         assert!(a.leader_elect && !a.watch_all_namespaces && !a.external_artifact);
-        let b = controller(&["--leader-elect=false", "--no-cross-namespace-refs=true", "--artifact-retention-ttl=90s"]);
+        let b = controller(&[
+            "--leader-elect=false",
+            "--no-cross-namespace-refs=true",
+            "--artifact-retention-ttl=90s",
+        ]);
         assert!(!b.leader_elect && b.no_cross_namespace_refs && b.external_artifact);
         assert_eq!(b.artifact_retention_ttl, std::time::Duration::from_secs(90));
-        assert!(Cli::try_parse_from(["ocisource", "controller", "--artifact-retention-ttl=soon"]).is_err());
+        assert!(
+            Cli::try_parse_from(["ocisource", "controller", "--artifact-retention-ttl=soon"])
+                .is_err()
+        );
     }
 }
 

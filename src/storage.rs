@@ -64,6 +64,7 @@ pub enum StorageError {
 #[derive(Clone, Debug)]
 pub struct Storage {
     root: PathBuf,
+    durable: bool,
 }
 
 /// A file that was stored: where, its digest, its size.
@@ -83,12 +84,19 @@ pub struct PendingArtifact {
     target: PathBuf,
     file: BufWriter<tempfile::NamedTempFile>,
     hasher: Hasher,
+    /// The digest the bytes are already known to have (checked upstream), or `None` to hash.
+    known: Option<Digest>,
+    written: u64,
+    durable: bool,
 }
 
 impl Write for PendingArtifact {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let n = self.file.write(buf)?;
-        self.hasher.update(&buf[..n]);
+        if self.known.is_none() {
+            self.hasher.update(&buf[..n]);
+        }
+        self.written += n as u64;
         Ok(n)
     }
 
@@ -100,7 +108,7 @@ impl Write for PendingArtifact {
 impl PendingArtifact {
     /// Bytes written so far.
     pub fn written(&self) -> u64 {
-        self.hasher.len()
+        self.written
     }
 
     /// Syncs and renames the temp file into place, replacing any file of the same name.
@@ -110,17 +118,19 @@ impl PendingArtifact {
             source,
         };
         let tmp = self.file.into_inner().map_err(|e| werr(e.into_error()))?;
-        tmp.as_file().sync_all().map_err(werr)?;
+        if self.durable {
+            tmp.as_file().sync_all().map_err(werr)?;
+        }
         tmp.persist(&self.target).map_err(|e| werr(e.error))?;
-        if let Some(dir) = self.target.parent() {
+        if let (true, Some(dir)) = (self.durable, self.target.parent()) {
             // Make the rename durable; failure here is not fatal on filesystems without dir fsync.
             let _ = File::open(dir).and_then(|d| d.sync_all());
         }
-        let size = self.hasher.len();
+        let digest = self.known.unwrap_or_else(|| self.hasher.finish());
         Ok(StoredFile {
             path: self.rel,
-            digest: self.hasher.finish(),
-            size,
+            digest,
+            size: self.written,
         })
     }
 }
@@ -128,7 +138,18 @@ impl PendingArtifact {
 impl Storage {
     /// A store rooted at `root` (created on first write).
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
+        Self {
+            root: root.into(),
+            durable: true,
+        }
+    }
+
+    /// A store that does not fsync before renaming, for one-off CLI output (`pull -o`),
+    /// as `curl -o` or `tar` do not. The controller's store is durable: every artifact is
+    /// synced to disk before it is renamed into place and published.
+    pub fn without_fsync(mut self) -> Self {
+        self.durable = false;
+        self
     }
 
     /// The storage root.
@@ -158,6 +179,21 @@ impl Storage {
 
     /// Starts writing `rel`: a hidden temp file in the same directory.
     pub fn create(&self, rel: &str) -> Result<PendingArtifact, StorageError> {
+        self.create_inner(rel, None)
+    }
+
+    /// Like [`Storage::create`], for bytes whose digest is checked as they arrive (a
+    /// layer copied from a digest-checked blob stream): they are not hashed a second time,
+    /// and the stored file reports `digest`. Commit only after that check passed.
+    pub fn create_known(&self, rel: &str, digest: Digest) -> Result<PendingArtifact, StorageError> {
+        self.create_inner(rel, Some(digest))
+    }
+
+    fn create_inner(
+        &self,
+        rel: &str,
+        known: Option<Digest>,
+    ) -> Result<PendingArtifact, StorageError> {
         let target = self.resolve(rel)?;
         let dir = target
             .parent()
@@ -177,6 +213,9 @@ impl Storage {
             target,
             file: BufWriter::with_capacity(256 << 10, tmp),
             hasher: Hasher::default(),
+            known,
+            written: 0,
+            durable: self.durable,
         })
     }
 
@@ -325,6 +364,19 @@ mod tests {
         assert!(s.verify(&rel, &stored.digest).unwrap());
         assert!(!s.verify(&rel, &Digest::of(b"other")).unwrap());
         assert_eq!(s.list_artifacts().unwrap(), vec![rel]);
+    }
+
+    #[test]
+    fn known_digest_files_report_it_and_their_size() {
+        let (_d, s) = store();
+        let s = s.without_fsync();
+        let rel = Storage::artifact_path("ns", "app", "layer.tgz");
+        let mut p = s.create_known(&rel, Digest::of(b"blob")).unwrap();
+        p.write_all(b"blob").unwrap();
+        assert_eq!(p.written(), 4);
+        let stored = p.commit().unwrap();
+        assert_eq!((stored.digest, stored.size), (Digest::of(b"blob"), 4));
+        assert!(s.verify(&rel, &Digest::of(b"blob")).unwrap());
     }
 
     #[test]

@@ -127,7 +127,10 @@ async fn invalid_url_stalls_and_waits_for_a_spec_change() {
         (&ready["status"], &ready["reason"]),
         (&json!("False"), &json!("URLInvalid"))
     );
-    assert!(status["artifact"].is_null(), "no artifact was ever stored: {status:#}");
+    assert!(
+        status["artifact"].is_null(),
+        "no artifact was ever stored: {status:#}"
+    );
     assert_eq!(status["observedGeneration"], 1);
     let event = &only(&calls, Method::POST, &events_path()).body;
     assert_eq!(

@@ -264,7 +264,9 @@ async fn ten_thousand_tags_are_listed_across_pages() {
     // 9,999 more tags on the same manifest, written the way the registry's filesystem
     // driver stores a tag (PUTting them one by one takes minutes on two cores); the
     // registry itself then lists and resolves them.
-    let tags_dir = reg.storage_root().join("docker/registry/v2/repositories/many/tags/_manifests/tags");
+    let tags_dir = reg
+        .storage_root()
+        .join("docker/registry/v2/repositories/many/tags/_manifests/tags");
     let hex = &pushed.manifest_digest["sha256:".len()..];
     for i in 0..9_999 {
         let tag = tags_dir.join(format!("v0.0.{i}"));
@@ -288,9 +290,16 @@ async fn ten_thousand_tags_are_listed_across_pages() {
         .iter()
         .any(|q| q.path == "/v2/many/tags/tags/list?n=1000"));
     // A semver ref over all of them resolves to the highest, with one HEAD.
-    let url = ocisource::domain::reference::RepositoryUrl::parse(&format!("oci://{}/many/tags", reg.host())).unwrap();
-    let range = ocisource::domain::reference::RefSpec::from_fields(None, Some("0.0.x"), None, None).unwrap();
-    let resolved = ocisource::pipeline::resolve(r.as_ref(), &url, &range).await.unwrap();
+    let url = ocisource::domain::reference::RepositoryUrl::parse(&format!(
+        "oci://{}/many/tags",
+        reg.host()
+    ))
+    .unwrap();
+    let range = ocisource::domain::reference::RefSpec::from_fields(None, Some("0.0.x"), None, None)
+        .unwrap();
+    let resolved = ocisource::pipeline::resolve(r.as_ref(), &url, &range)
+        .await
+        .unwrap();
     assert_eq!(resolved.tag.as_deref(), Some("v0.0.9998"));
     assert_eq!(resolved.digest.to_string(), pushed.manifest_digest);
     let capped = connector()

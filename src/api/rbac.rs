@@ -115,7 +115,10 @@ mod tests {
             assert_eq!(p.resources, r.resources);
             assert_eq!(p.verbs, r.verbs);
         }
-        let secrets = parsed.iter().find(|p| p.resources.iter().any(|r| r == "secrets")).unwrap();
+        let secrets = parsed
+            .iter()
+            .find(|p| p.resources.iter().any(|r| r == "secrets"))
+            .unwrap();
         assert_eq!(
             secrets.verbs,
             ["get"],

@@ -68,7 +68,10 @@ pub fn wrap(registry: Arc<dyn Registry>, total: u64) -> (Arc<dyn Registry>, Prog
         return (registry, Progress { task: None });
     }
     let bytes = Arc::new(AtomicU64::new(0));
-    let counted: Arc<dyn Registry> = Arc::new(Counting { inner: registry, bytes: bytes.clone() });
+    let counted: Arc<dyn Registry> = Arc::new(Counting {
+        inner: registry,
+        bytes: bytes.clone(),
+    });
     let task = tokio::spawn(async move {
         let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
         loop {

@@ -93,7 +93,7 @@ pub async fn run(args: PullArgs) -> Result<(), AppError> {
     };
     let total: u64 = manifest.layers.iter().map(|l| l.size).sum();
     let (counted, progress) = super::progress::wrap(registry.clone(), total);
-    let storage = Storage::new(dir);
+    let storage = Storage::new(dir).without_fsync();
     let stored = pipeline::store_layers(
         counted,
         StoreRequest {

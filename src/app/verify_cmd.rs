@@ -76,7 +76,9 @@ pub async fn verify(
         )),
         Err(e @ VerifyError::Spec(_)) => Err(AppError::Input(crate::reconcile::error::chain(&e))),
         // An outage is not an untrusted artifact: exit 1, not 3.
-        Err(e @ VerifyError::Registry { .. }) => Err(AppError::Failed(crate::reconcile::error::chain(&e))),
+        Err(e @ VerifyError::Registry { .. }) => {
+            Err(AppError::Failed(crate::reconcile::error::chain(&e)))
+        }
         Err(e) => Err(AppError::Verification(crate::reconcile::error::chain(&e))),
     }
 }

@@ -16,7 +16,7 @@ use super::error::ArchiveError;
 use super::normalise::{header, DIR_MODE};
 
 /// Size of one chunk handed to the compressor.
-const CHUNK: usize = 1 << 20;
+const CHUNK: usize = 256 << 10;
 /// Chunks in flight between the two threads.
 const IN_FLIGHT: usize = 4;
 
@@ -116,7 +116,10 @@ impl<W: Write + Send + 'static> Sink<W> {
     /// Appends a normalised directory entry.
     pub(super) fn dir(&mut self, path: &str) -> io::Result<()> {
         let mut h = header(EntryType::Directory, DIR_MODE, 0);
-        self.tar.as_mut().ok_or_else(gone)?.append_data(&mut h, path, io::empty())
+        self.tar
+            .as_mut()
+            .ok_or_else(gone)?
+            .append_data(&mut h, path, io::empty())
     }
 
     /// Appends a normalised regular file whose `size` bytes come from `data`.
@@ -128,7 +131,10 @@ impl<W: Write + Send + 'static> Sink<W> {
         data: impl Read,
     ) -> io::Result<()> {
         let mut h = header(EntryType::Regular, mode, size);
-        self.tar.as_mut().ok_or_else(gone)?.append_data(&mut h, path, data)
+        self.tar
+            .as_mut()
+            .ok_or_else(gone)?
+            .append_data(&mut h, path, data)
     }
 
     /// Writes the tar trailer, flushes the last chunk, waits for the compressor and

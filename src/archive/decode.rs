@@ -111,8 +111,16 @@ pub(super) fn open<'r, R: Read + 'r>(reader: R, budget: u64) -> io::Result<Decod
             chained,
         ))),
         Format::Zstd => Box::new(
-            ruzstd::decoding::StreamingDecoder::new(BufReader::with_capacity(INPUT_BUFFER, chained))
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("malformed zstd frame: {e}")))?,
+            ruzstd::decoding::StreamingDecoder::new(BufReader::with_capacity(
+                INPUT_BUFFER,
+                chained,
+            ))
+            .map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("malformed zstd frame: {e}"),
+                )
+            })?,
         ),
         Format::Plain => Box::new(chained),
     };

@@ -165,7 +165,12 @@ fn zstd_layers_are_decoded_and_a_broken_frame_names_the_layer() {
     assert_eq!(&blob[..4], &[0x28, 0xb5, 0x2f, 0xfd]);
     let (out, _) = done(merge(&[blob], no_ignores()).unwrap());
     let entries = super::tests::listing(&out);
-    assert!(entries.iter().any(|(p, t, _, c)| p == "z/config.yaml" && *t == 'f' && c == "from zstd"), "{entries:?}");
+    assert!(
+        entries
+            .iter()
+            .any(|(p, t, _, c)| p == "z/config.yaml" && *t == 'f' && c == "from zstd"),
+        "{entries:?}"
+    );
 
     let broken = vec![0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0, 0];
     let digest = desc(&broken).digest.to_string();

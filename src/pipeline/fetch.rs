@@ -236,7 +236,8 @@ async fn copy_layer(
     req: &StoreRequest<'_>,
     layer: &Descriptor,
 ) -> Result<StoredFile, PipelineError> {
-    let mut pending = req.storage.create(req.path)?;
+    // The blob stream checks the layer digest; the copy is that blob byte for byte.
+    let mut pending = req.storage.create_known(req.path, layer.digest.clone())?;
     let stream = open_blob(registry, req, layer).await?;
     let (tx, mut rx) = bridge::channel(BRIDGE_CHUNKS);
     let worker =

@@ -93,7 +93,9 @@ pub async fn store(
     .await?;
     // Bytes pulled from the registry: the selected layers (copy fetches only the first match).
     let pulled: u64 = match selector.select(&manifest) {
-        Ok(crate::domain::layers::Selection::Extract(layers)) => layers.iter().map(|l| l.size).sum(),
+        Ok(crate::domain::layers::Selection::Extract(layers)) => {
+            layers.iter().map(|l| l.size).sum()
+        }
         Ok(crate::domain::layers::Selection::Copy(layer)) => layer.size,
         Err(_) => 0,
     };

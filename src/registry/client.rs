@@ -14,7 +14,7 @@ use reqwest::header::{HeaderValue, AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE}
 
 use super::auth::{parse_challenge, AuthState, Authorization, Challenge, TokenResponse};
 use super::retry::{retryable_status, RetryPolicy};
-use super::transport::{build_http, chain, DEFAULT_TIMEOUT};
+use super::transport::{chain, DEFAULT_TIMEOUT};
 use crate::domain::digest::Digest;
 use crate::domain::secret::Redacted;
 use crate::ports::{RegistryError, RegistryErrorKind, RegistryOptions};
@@ -30,6 +30,9 @@ pub struct ClientSettings {
     pub max_tags: usize,
     /// Counts every HTTP request sent, token requests included.
     pub counter: Arc<AtomicU64>,
+    /// HTTP clients (connection pools, TLS configuration) shared by sessions with the same
+    /// transport settings, so a reconcile reuses connections instead of opening new ones.
+    pub http: super::transport::HttpCache,
 }
 
 impl Default for ClientSettings {
@@ -40,6 +43,7 @@ impl Default for ClientSettings {
             max_manifest_bytes: limits.max_manifest_bytes,
             max_tags: limits.max_tags,
             counter: Arc::new(AtomicU64::new(0)),
+            http: super::transport::HttpCache::default(),
         }
     }
 }
@@ -127,7 +131,7 @@ impl RegistryClient {
         }
         let scheme = if options.insecure { "http" } else { "https" };
         Ok(Self {
-            http: build_http(options)?,
+            http: settings.http.client(options)?,
             base: format!("{scheme}://{host}"),
             repository: repository.to_string(),
             auth: Arc::new(AuthState::new(options.credentials.clone())),

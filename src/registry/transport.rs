@@ -2,7 +2,11 @@
 //! client identity (mTLS), proxy, connect and read timeouts. TLS verification is always
 //! on: there is deliberately no switch to skip it. No registry protocol here.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use sha2::{Digest as _, Sha256};
 
 use crate::ports::{RegistryError, RegistryErrorKind, RegistryOptions};
 
@@ -66,6 +70,78 @@ pub fn build_http(options: &RegistryOptions) -> Result<reqwest::Client, Registry
         .map_err(|e| config_err(format!("failed to build the HTTP client: {}", chain(&e))))
 }
 
+/// `reqwest` clients by transport settings. Building one loads the platform's trust
+/// roots and TLS configuration, which costs milliseconds; a controller reconciling many
+/// objects on the same registry shares one client and its open connections. Keyed by a
+/// sha256 of the settings (credentials are sent per request, so they are not part of it;
+/// client keys and proxy logins are, hashed, never stored in the clear).
+#[derive(Clone, Debug, Default)]
+pub struct HttpCache {
+    clients: Arc<Mutex<HashMap<[u8; 32], reqwest::Client>>>,
+}
+
+/// Most distinct transport settings kept; past this the cache starts over.
+const HTTP_CACHE_MAX: usize = 256;
+
+impl HttpCache {
+    /// The client for `options`, built on first use.
+    pub fn client(&self, options: &RegistryOptions) -> Result<reqwest::Client, RegistryError> {
+        let key = fingerprint(options);
+        if let Some(c) = self.clients.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return Ok(c);
+        }
+        let client = build_http(options)?;
+        if let Ok(mut m) = self.clients.lock() {
+            if m.len() >= HTTP_CACHE_MAX {
+                m.clear();
+            }
+            m.insert(key, client.clone());
+        }
+        Ok(client)
+    }
+
+    /// Distinct clients built so far.
+    pub fn len(&self) -> usize {
+        self.clients.lock().map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// True when no client was built yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn fingerprint(o: &RegistryOptions) -> [u8; 32] {
+    let mut h = Sha256::new();
+    let mut field = |tag: &[u8], bytes: &[u8]| {
+        h.update(tag);
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    };
+    field(b"insecure", &[u8::from(o.insecure)]);
+    field(
+        b"timeout",
+        &o.timeout.map(|t| t.as_millis()).unwrap_or(0).to_le_bytes(),
+    );
+    field(
+        b"ua",
+        o.user_agent.as_deref().unwrap_or_default().as_bytes(),
+    );
+    field(b"ca", o.ca_pem.as_deref().unwrap_or_default());
+    if let Some(id) = &o.client_identity {
+        field(b"cert", &id.cert_pem);
+        field(b"key", id.key_pem.expose());
+    }
+    if let Some(p) = &o.proxy {
+        field(b"proxy", p.address.as_bytes());
+        if let Some(c) = &p.credentials {
+            field(b"proxy-user", c.username.as_bytes());
+            field(b"proxy-pass", c.password.expose().as_bytes());
+        }
+    }
+    h.finalize().into()
+}
+
 /// An error and its sources joined with ": ", without repeats.
 pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut out = e.to_string();
@@ -79,4 +155,45 @@ pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
         cur = s.source();
     }
     out
+}
+
+#[cfg(test)]
+mod cache_tests {
+    use super::*;
+    use crate::domain::secret::{Credentials, Redacted};
+
+    #[test]
+    fn sessions_with_the_same_transport_share_one_client() {
+        let cache = HttpCache::default();
+        let plain = RegistryOptions {
+            insecure: true,
+            ..RegistryOptions::default()
+        };
+        let with_login = RegistryOptions {
+            credentials: Some(Credentials {
+                username: "u".into(),
+                password: Redacted::new("p".into()),
+            }),
+            ..plain.clone()
+        };
+        cache.client(&plain).unwrap();
+        cache.client(&with_login).unwrap();
+        assert_eq!(
+            cache.len(),
+            1,
+            "credentials are per request, not per client"
+        );
+        let slower = RegistryOptions {
+            timeout: Some(Duration::from_secs(5)),
+            ..plain.clone()
+        };
+        cache.client(&slower).unwrap();
+        assert_eq!(cache.len(), 2);
+        let bad_ca = RegistryOptions {
+            ca_pem: Some(b"not pem".to_vec()),
+            ..plain
+        };
+        assert!(cache.client(&bad_ca).is_err());
+        assert_eq!(cache.len(), 2, "a failed build is not cached");
+    }
 }

@@ -95,7 +95,9 @@ pub fn required_grant(method: &Method, path: &str, query: &str) -> (String, Stri
 fn assert_granted(call: &Call) {
     let (group, resource, verb) = required_grant(&call.method, &call.path, &call.query);
     let granted = ocisource::api::rbac::RULES.iter().any(|r| {
-        r.group == group && r.resources.contains(&resource.as_str()) && r.verbs.contains(&verb.as_str())
+        r.group == group
+            && r.resources.contains(&resource.as_str())
+            && r.verbs.contains(&verb.as_str())
     });
     assert!(
         granted,
