@@ -283,6 +283,11 @@ pub struct VerifyArgs {
     pub registry: RegistryArgs,
 }
 
+/// Parses `90s`, `5m`, `1h30m`, `250ms` (Go/Kubernetes duration syntax, the subset Flux uses).
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    crate::domain::duration::parse(s).map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,9 +320,4 @@ mod tests {
                 .is_err()
         );
     }
-}
-
-/// Parses `90s`, `5m`, `1h30m`, `250ms` (Go/Kubernetes duration syntax, the subset Flux uses).
-pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    crate::domain::duration::parse(s).map_err(|e| e.to_string())
 }
