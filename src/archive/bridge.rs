@@ -7,7 +7,7 @@ use std::io::{self, Read};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use bytes::{Buf, Bytes};
+use bytes::{Buf, Bytes, BytesMut};
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
@@ -17,6 +17,9 @@ use crate::ports::BlobStream;
 
 /// Chunks buffered between the network task and the merging thread.
 pub const DEFAULT_CAPACITY: usize = 16;
+
+/// Bytes gathered before a chunk is handed to the reading thread.
+pub const BATCH: usize = 128 << 10;
 
 /// The async side: send chunks, then [`BlobSender::finish`].
 pub struct BlobSender {
@@ -69,13 +72,34 @@ impl BlobSender {
 
     /// Forwards a whole [`BlobStream`], turning registry errors into I/O errors for the
     /// reader, and marks the blob complete when the stream ended cleanly.
+    ///
+    /// Network reads arrive in small pieces (often 16 KiB); they are gathered into
+    /// [`BATCH`]-sized chunks first, so the reading thread wakes once per batch rather than
+    /// once per piece. The bytes in flight stay bounded: capacity × batch.
     pub async fn pump(self, mut stream: BlobStream) -> Result<(), ReaderGone> {
+        let mut batch = BytesMut::new();
         while let Some(item) = stream.next().await {
             match item {
-                Ok(chunk) if chunk.is_empty() => {}
-                Ok(chunk) => self.send(Ok(chunk)).await?,
-                Err(e) => return self.send(Err(io::Error::other(e))).await,
+                Ok(chunk) if batch.is_empty() && chunk.len() >= BATCH => {
+                    self.send(Ok(chunk)).await?
+                }
+                Ok(chunk) => {
+                    batch.extend_from_slice(&chunk);
+                    if batch.len() >= BATCH {
+                        self.send(Ok(batch.split().freeze())).await?;
+                    }
+                }
+                Err(e) => {
+                    // What arrived before the error is still delivered, then the error.
+                    if !batch.is_empty() {
+                        self.send(Ok(batch.split().freeze())).await?;
+                    }
+                    return self.send(Err(io::Error::other(e))).await;
+                }
             }
+        }
+        if !batch.is_empty() {
+            self.send(Ok(batch.freeze())).await?;
         }
         self.finish();
         Ok(())

@@ -240,8 +240,18 @@ async fn copy_layer(
     let mut pending = req.storage.create_known(req.path, layer.digest.clone())?;
     let stream = open_blob(registry, req, layer).await?;
     let (tx, mut rx) = bridge::channel(BRIDGE_CHUNKS);
-    let worker =
-        tokio::task::spawn_blocking(move || std::io::copy(&mut rx, &mut pending).map(|_| pending));
+    let worker = tokio::task::spawn_blocking(move || {
+        // Large reads: the bridge hands over batches, `io::copy` would cut them to 8 KiB.
+        let mut buf = vec![0u8; 256 << 10];
+        loop {
+            match std::io::Read::read(&mut rx, &mut buf) {
+                Ok(0) => return Ok(pending),
+                Ok(n) => std::io::Write::write_all(&mut pending, &buf[..n])?,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    });
     let (stream, slot) = watched(stream);
     let _ = tx.pump(stream).await;
     let failure = taken(&slot);
