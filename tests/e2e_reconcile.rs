@@ -488,3 +488,104 @@ async fn consumer_fetches_the_artifact_url_from_the_server() {
     std::fs::write(&fetched, &bytes).unwrap();
     assert_eq!(entries(&fetched), vec!["k", "k/kustomization.yaml"]);
 }
+
+#[tokio::test]
+async fn changing_spec_ignore_repackages_the_same_revision() {
+    let reg = TestRegistry::start(RegistryOpts::plain());
+    reg.push_artifact(
+        "team/ign",
+        "v1",
+        &[(LAYER, tar_gz(&[("app.yaml", b"a"), ("notes.md", b"n")]))],
+        &[],
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let storage = dir.path().join("s");
+    let url = format!("oci://{}/team/ign", reg.host());
+    let plain = write(
+        dir.path(),
+        "o.yaml",
+        &object("ign", &url, "    tag: v1", "  insecure: true"),
+    );
+    let first = status(&reconcile(&[&plain], &storage, &[]));
+    assert_eq!(
+        entries(&file_of(&storage, &first)),
+        vec!["app.yaml", "notes.md"]
+    );
+
+    let before = reg.request_log().len();
+    let ignoring = write(
+        dir.path(),
+        "o.yaml",
+        &object(
+            "ign",
+            &url,
+            "    tag: v1",
+            "  insecure: true\n  ignore: \"*.md\"",
+        ),
+    );
+    let run = reconcile(&[&ignoring], &storage, &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let second = status(&run);
+    assert_eq!(
+        second["artifact"]["revision"],
+        first["artifact"]["revision"]
+    );
+    assert_ne!(
+        second["artifact"]["digest"], first["artifact"]["digest"],
+        "the new ignore rules must re-package"
+    );
+    assert_eq!(second["observedIgnore"], "*.md");
+    assert_eq!(entries(&file_of(&storage, &second)), vec!["app.yaml"]);
+    let log: Vec<_> = reg.request_log().into_iter().skip(before).collect();
+    assert!(
+        log.iter().any(|r| r.path.contains("/blobs/")),
+        "re-packaging pulls the layer again: {log:?}"
+    );
+}
+
+#[tokio::test]
+async fn spec_timeout_bounds_a_hanging_registry_and_keeps_ready_false() {
+    // A registry that accepts connections and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = std::thread::spawn(move || {
+        let mut conns = Vec::new();
+        listener.set_nonblocking(true).unwrap();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::time::Instant::now() < until {
+            if let Ok((c, _)) = listener.accept() {
+                conns.push(c);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "o.yaml",
+        &object(
+            "hang",
+            &format!("oci://{addr}/team/app"),
+            "    tag: v1",
+            "  insecure: true\n  timeout: 2s",
+        ),
+    );
+    let started = std::time::Instant::now();
+    let run = reconcile(&[&f], &dir.path().join("s"), &[]);
+    let took = started.elapsed();
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        took < std::time::Duration::from_secs(15),
+        "spec.timeout did not bound the reconcile: {took:?}"
+    );
+    let st = status(&run);
+    let ready = condition(&st, "Ready");
+    assert_eq!(ready["status"], "False");
+    assert_eq!(ready["reason"], "OCIArtifactPullFailed");
+    assert!(
+        ready["message"].as_str().unwrap().contains("timeout"),
+        "{ready}"
+    );
+    drop(held);
+}
