@@ -204,7 +204,7 @@ fn startup_check_deletes_tampered_reports_missing_and_removes_orphans() {
     assert_eq!(storage.list_artifacts().unwrap(), vec![good]);
 }
 
-fn lease(name: &str) -> LeaseConfig {
+fn lease_config(name: &str) -> LeaseConfig {
     LeaseConfig {
         namespace: NS.into(),
         name: name.into(),
@@ -216,7 +216,7 @@ fn lease(name: &str) -> LeaseConfig {
 #[tokio::test]
 async fn leader_creates_the_absent_lease_and_leads() {
     let (client, mut api) = mock_client();
-    let cfg = lease("leader");
+    let cfg = lease_config("leader");
     let (held, calls) = api
         .run(
             Scenario::LeaseCreated("leader".into()),
@@ -236,7 +236,7 @@ async fn leader_creates_the_absent_lease_and_leads() {
 #[tokio::test]
 async fn leader_loses_a_create_race_without_error() {
     let (client, mut api) = mock_client();
-    let cfg = lease("leader");
+    let cfg = lease_config("leader");
     let (held, _) = api
         .run(
             Scenario::LeaseCreateConflict("leader".into()),
@@ -246,5 +246,89 @@ async fn leader_loses_a_create_race_without_error() {
     assert!(
         !held.unwrap(),
         "a 409 on create means another replica leads"
+    );
+}
+
+fn existing_lease(holder: &str, renewed_secs_ago: i64, transitions: i32) -> serde_json::Value {
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let at = |s: i64| {
+        k8s_openapi::jiff::Timestamp::from_second(s)
+            .unwrap()
+            .strftime("%Y-%m-%dT%H:%M:%S.%6fZ")
+            .to_string()
+    };
+    json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "leader", "namespace": NS, "resourceVersion": "41"},
+        "spec": {
+            "holderIdentity": holder, "leaseDurationSeconds": 15,
+            "acquireTime": at(now - 3600), "renewTime": at(now - renewed_secs_ago),
+            "leaseTransitions": transitions,
+        }
+    })
+}
+
+/// `try_acquire` for ocisource-0 against an existing Lease `lease` whose replace is answered
+/// with `put` (`None`: no replace expected). Returns whether it holds the lease and the
+/// body of the replace, if any.
+async fn acquire_existing(lease: serde_json::Value, put: Option<u16>) -> (bool, serde_json::Value) {
+    let (client, mut api) = mock_client();
+    let (held, calls) = api
+        .run(
+            Scenario::LeaseExists {
+                name: "leader".into(),
+                lease,
+                put,
+            },
+            try_acquire(&client, &lease_config("leader")),
+        )
+        .await;
+    let path = format!("/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/leader");
+    let body = match put {
+        Some(_) => only(&calls, Method::PUT, &path).body.clone(),
+        None => {
+            assert_eq!(calls.len(), 1, "only the GET: {calls:?}");
+            serde_json::Value::Null
+        }
+    };
+    (held.unwrap(), body)
+}
+
+#[tokio::test]
+async fn leader_renews_its_own_lease_keeping_acquire_time_and_transitions() {
+    let before = existing_lease("ocisource-0", 5, 3);
+    let (held, put) = acquire_existing(before.clone(), Some(200)).await;
+    assert!(held);
+    assert_eq!(
+        put["metadata"]["resourceVersion"], "41",
+        "a stale write must 409"
+    );
+    assert_eq!(put["spec"]["holderIdentity"], "ocisource-0");
+    assert_eq!(put["spec"]["acquireTime"], before["spec"]["acquireTime"]);
+    assert_eq!(put["spec"]["leaseTransitions"], 3);
+    assert_ne!(put["spec"]["renewTime"], before["spec"]["renewTime"]);
+}
+
+#[tokio::test]
+async fn leader_takes_an_expired_lease_and_counts_the_transition() {
+    let (held, put) = acquire_existing(existing_lease("ocisource-1", 60, 3), Some(200)).await;
+    assert!(held);
+    assert_eq!(put["spec"]["holderIdentity"], "ocisource-0");
+    assert_eq!(put["spec"]["leaseTransitions"], 4);
+    assert_eq!(put["spec"]["acquireTime"], put["spec"]["renewTime"]);
+}
+
+#[tokio::test]
+async fn a_valid_lease_of_another_replica_is_left_alone() {
+    let (held, _) = acquire_existing(existing_lease("ocisource-1", 2, 0), None).await;
+    assert!(!held);
+}
+
+#[tokio::test]
+async fn a_conflicting_renewal_means_the_lease_is_lost() {
+    let (held, _) = acquire_existing(existing_lease("ocisource-0", 5, 0), Some(409)).await;
+    assert!(
+        !held,
+        "a 409 on replace means another replica wrote the lease first"
     );
 }

@@ -303,6 +303,59 @@ async fn missing_external_artifact_crd_does_not_fail_the_reconcile() {
     assert!(!calls.iter().any(|c| c.path == ea_path("app", "/status")));
 }
 
+/// The log lines written while `fut` runs on this thread.
+async fn logged<F: std::future::Future>(fut: F) -> (F::Output, String) {
+    #[derive(Clone, Default)]
+    struct Buf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buf = Buf::default();
+    let writer = buf.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let out = fut.await;
+    let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    (out, text)
+}
+
+#[tokio::test]
+async fn a_missing_external_artifact_crd_is_said_once_per_outage() {
+    const SAID: &str = "ExternalArtifact API (source.toolkit.fluxcd.io/v1) is not installed";
+    let mut env = Env::new(RegistryOpts::plain());
+    push(&env, "team/app", "v1", "a.txt", "a").await;
+    let obj = repo("app", &env.url("team/app")).with_tag("v1");
+    let missing = |events: &[EventCall]| {
+        Scenario::Reconcile(obj.clone(), Expect::events(events).with_ea(Ea::CrdMissing))
+    };
+    let ((_, calls), log) = logged(env.reconcile(&obj, missing(&[EventCall::Create]))).await;
+    assert_eq!(log.matches(SAID).count(), 1, "{log}");
+    assert!(log.contains("installExternalArtifactCRD=true"), "{log}");
+    let obj = obj.with_status_of(status_patch(&calls, "app"));
+    let missing = |events: &[EventCall]| {
+        Scenario::Reconcile(obj.clone(), Expect::events(events).with_ea(Ea::CrdMissing))
+    };
+    let ((_, _), log) = logged(env.reconcile(&obj, missing(&[]))).await;
+    assert_eq!(log.matches(SAID).count(), 0, "said again: {log}");
+
+    // The CRD gets installed: publishing resumes; removed again, it is said again.
+    let published = Scenario::Reconcile(obj.clone(), Expect::events(&[]).with_ea(Ea::Published));
+    let ((_, calls), _) = logged(env.reconcile(&obj, published)).await;
+    assert!(calls.iter().any(|c| c.path == ea_path("app", "/status")));
+    let ((_, _), log) = logged(env.reconcile(&obj, missing(&[]))).await;
+    assert_eq!(log.matches(SAID).count(), 1, "{log}");
+}
+
 #[tokio::test]
 async fn removing_spec_ignore_clears_observed_ignore_so_the_next_reconcile_is_a_no_op() {
     let mut env = Env::new(RegistryOpts::plain());

@@ -522,6 +522,78 @@ async fn basic_auth_from_creds_and_docker_config() {
     );
 }
 
+/// Writes `docker-credential-<name>` into `dir`: it answers `user`/`secret` for `host`
+/// and "credentials not found" (exit 1, as real helpers do) for anything else.
+fn credential_helper(dir: &Path, name: &str, host: &str, user: &str, secret: &str) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = dir.join(format!("docker-credential-{name}"));
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = get ] || exit 3\nread -r host\n\
+             if [ \"$host\" = '{host}' ]; then\n\
+             printf '{{\"ServerURL\":\"%s\",\"Username\":\"{user}\",\"Secret\":\"{secret}\"}}' \"$host\"\n\
+             else echo 'credentials not found in native keychain'; exit 1; fi\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[tokio::test]
+async fn credential_helpers_from_docker_config_log_in() {
+    let reg = TestRegistry::start(RegistryOpts::plain().with_basic_auth("carol", "h3lper"));
+    reg.push_artifact("team/helper", "v1", &[(LAYER, tar_gz(&[("f", b"1")]))], &[])
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    credential_helper(&bin, "ocitest", &reg.host(), "carol", "h3lper");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let url = format!("oci://{}/team/helper", reg.host());
+    let out = dir.path().join("o.tar.gz");
+    let run_with = |config: &str| {
+        let cfg = dir.path().join("docker");
+        std::fs::create_dir_all(&cfg).unwrap();
+        std::fs::write(cfg.join("config.json"), config).unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_ocisource"))
+            .args(["pull", &url, "--insecure", "--tag", "v1", "-o"])
+            .arg(&out)
+            .env("DOCKER_CONFIG", &cfg)
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    // A per-registry helper (credHelpers) and the default store (credsStore) both work.
+    let per_host = format!(r#"{{"credHelpers":{{"{}":"ocitest"}}}}"#, reg.host());
+    let (code, stderr) = run_with(&per_host);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!stderr.contains("h3lper"), "{stderr}");
+    let (code, stderr) = run_with(r#"{"credsStore":"ocitest"}"#);
+    assert_eq!(code, Some(0), "{stderr}");
+    // A helper that knows no credentials for this host means anonymous: the registry's
+    // refusal is what the user sees.
+    credential_helper(&bin, "other", "elsewhere.example", "x", "y");
+    let (code, stderr) = run_with(r#"{"credsStore":"other"}"#);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("requires a login"), "{stderr}");
+    // A named helper that is not installed is an error naming it.
+    let (code, stderr) = run_with(r#"{"credsStore":"not-installed"}"#);
+    assert_ne!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("docker-credential-not-installed"),
+        "{stderr}"
+    );
+}
+
 #[tokio::test]
 async fn push_then_pull_round_trips_with_flux_media_types() {
     let reg = TestRegistry::start(RegistryOpts::plain());

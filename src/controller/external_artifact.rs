@@ -1,8 +1,10 @@
 //! Publishing the Flux `ExternalArtifact` (RFC-0012) for an OCIRepository: same name and
 //! namespace, `spec.sourceRef` naming the source, a controller ownerReference (deletion
 //! cascades), and its status mirroring the source's artifact, Ready and SourceVerified.
-//! When the ExternalArtifact CRD is not installed this is said once, and the controller
-//! carries on serving `status.artifact`.
+//! When the ExternalArtifact CRD is not installed this is said once (once again after it
+//! was installed and removed), and the controller carries on serving `status.artifact`.
+
+use std::sync::atomic::Ordering;
 
 use kube::api::{Patch, PatchParams};
 use kube::Api;
@@ -42,7 +44,9 @@ pub async fn publish(kctx: &KubeContext, source: &OciRepository) {
         Err(e) => Err(e),
     };
     match result {
-        Ok(()) => {}
+        Ok(()) => kctx
+            .external_artifact_missing
+            .store(false, Ordering::Relaxed),
         // Server-side apply creates the object, so a 404 means the resource type is unknown.
         Err(kube::Error::Api(s)) if s.is_not_found() => {
             if first_missing_report(&kctx.external_artifact_missing) {

@@ -75,6 +75,16 @@ pub enum Scenario {
     LeaseCreated(String),
     /// Lease `name` does not exist, but another replica creates it first: POST gets 409.
     LeaseCreateConflict(String),
+    /// Lease `name` exists as `lease`; `put` is the answer to the replace (`None`: the
+    /// code under test must not write).
+    LeaseExists {
+        /// Lease name.
+        name: String,
+        /// The Lease the GET returns.
+        lease: Value,
+        /// Status code of the PUT reply, if a PUT is expected.
+        put: Option<u16>,
+    },
 }
 
 pub(crate) struct Step {
@@ -140,6 +150,7 @@ impl Scenario {
             Scenario::Reconcile(obj, expect) => reconcile_steps(&obj, expect),
             Scenario::LeaseCreated(name) => lease_steps(&name, 201),
             Scenario::LeaseCreateConflict(name) => lease_steps(&name, 409),
+            Scenario::LeaseExists { name, lease, put } => existing_lease_steps(&name, lease, put),
         }
     }
 }
@@ -161,6 +172,26 @@ fn lease_steps(name: &str, create_code: u16) -> Vec<Step> {
             }),
         ),
     ]
+}
+
+fn existing_lease_steps(name: &str, lease: Value, put: Option<u16>) -> Vec<Step> {
+    let path = format!("/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{name}");
+    let mut steps = vec![step(
+        Method::GET,
+        path.clone(),
+        Box::new(move |_| (200, lease.clone())),
+    )];
+    if let Some(code) = put {
+        steps.push(step(
+            Method::PUT,
+            path,
+            Box::new(move |b| match code {
+                200 => (200, b.clone()),
+                code => (code, status_error(code, "Conflict")),
+            }),
+        ));
+    }
+    steps
 }
 
 fn reconcile_steps(obj: &OciRepository, expect: Expect) -> Vec<Step> {
