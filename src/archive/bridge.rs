@@ -15,8 +15,9 @@ use super::{ArchiveError, MergeOptions, MergeOutcome, Merger};
 use crate::domain::manifest::Descriptor;
 use crate::ports::BlobStream;
 
-/// Chunks buffered between the network task and the merging thread.
-pub const DEFAULT_CAPACITY: usize = 16;
+/// Batches buffered between the network task and the merging thread (each up to about
+/// 2 × [`BATCH`] of heap).
+pub const DEFAULT_CAPACITY: usize = 4;
 
 /// Bytes gathered before a chunk is handed to the reading thread.
 pub const BATCH: usize = 128 << 10;

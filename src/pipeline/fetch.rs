@@ -26,8 +26,13 @@ use crate::storage::{Storage, StoredFile};
 
 use super::PipelineError;
 
-/// How many chunks may wait between the download and the unpacking thread.
-const BRIDGE_CHUNKS: usize = bridge::DEFAULT_CAPACITY;
+/// How many batches may wait between the download and the merging thread. The merge is
+/// the slow side, so this queue is usually full: it is most of the pull's heap (with 16,
+/// the 4-layer benchmark peaked at 31 MiB RSS; with 4, 22 MiB, at the same speed).
+const MERGE_BRIDGE_CHUNKS: usize = bridge::DEFAULT_CAPACITY;
+/// The same for `copy`, whose writer is the fast side: a deeper queue absorbs the page
+/// cache's write stalls without holding the socket.
+const COPY_BRIDGE_CHUNKS: usize = 16;
 
 /// Fetches the manifest `digest` points at; an index resolves to `platform`'s manifest.
 /// Returns the image manifest and the digest of that manifest.
@@ -194,7 +199,7 @@ async fn merge_pass(
                 break;
             }
         };
-        let (tx, rx) = bridge::channel(BRIDGE_CHUNKS);
+        let (tx, rx) = bridge::channel(MERGE_BRIDGE_CHUNKS);
         if layer_tx.send((layer.clone(), rx)).await.is_err() {
             break; // the worker stopped on an error; it is reported below
         }
@@ -239,7 +244,7 @@ async fn copy_layer(
     // The blob stream checks the layer digest; the copy is that blob byte for byte.
     let mut pending = req.storage.create_known(req.path, layer.digest.clone())?;
     let stream = open_blob(registry, req, layer).await?;
-    let (tx, mut rx) = bridge::channel(BRIDGE_CHUNKS);
+    let (tx, mut rx) = bridge::channel(COPY_BRIDGE_CHUNKS);
     let worker = tokio::task::spawn_blocking(move || {
         // Large reads: the bridge hands over batches, `io::copy` would cut them to 8 KiB.
         let mut buf = vec![0u8; 256 << 10];
