@@ -40,6 +40,11 @@ class MockKube:
         self.requests = 0
         self.version = 1
         self.watchers: list[tuple[str, queue.Queue]] = []
+        # Every watch event with its resourceVersion: a watch that starts from an older
+        # version gets the events it missed replayed first, as from a real API server
+        # (without this, a status patch made between the controller's list and its watch
+        # was never seen, and a few objects waited forever).
+        self.history: list[tuple[int, str, dict]] = []
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         mock = self
@@ -108,7 +113,14 @@ class MockKube:
                     self.wfile.flush()
                     timeout = float(query.get("timeoutSeconds", ["290"])[0])
                     q: queue.Queue = queue.Queue()
+                    try:
+                        since = int(query.get("resourceVersion", ["0"])[0] or 0)
+                    except ValueError:
+                        since = 0
                     with mock.lock:
+                        for version, p, ev in mock.history:
+                            if p == plural and version > since:
+                                q.put(ev)
                         mock.watchers.append((plural, q))
                     end = time.monotonic() + timeout
                     try:
@@ -131,8 +143,9 @@ class MockKube:
                     with mock.lock:
                         items = [o for (p, n, _), o in mock.store.items()
                                  if p == plural and (ns is None or n == ns)]
+                        version = str(mock.version)
                     self._send(200, {"apiVersion": "v1", "kind": "List",
-                                     "metadata": {"resourceVersion": "1"}, "items": items})
+                                     "metadata": {"resourceVersion": version}, "items": items})
                     return
                 with mock.lock:
                     obj = mock.store.get((plural, ns or "", name))
@@ -178,6 +191,7 @@ class MockKube:
                         meta["resourceVersion"] = str(mock.version)
                         mock.store[key] = obj
                         ev = {"type": "MODIFIED" if old else "ADDED", "object": obj}
+                        mock.history.append((mock.version, plural or "", ev))
                         for p, q in mock.watchers:
                             if p == plural:
                                 q.put(ev)

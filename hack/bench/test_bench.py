@@ -131,6 +131,28 @@ class MockKubeTest(unittest.TestCase):
         finally:
             mock.stop()
 
+    def test_a_watch_replays_what_changed_after_the_listed_version(self):
+        objs = footprint.oci_objects("127.0.0.1:5000", [{"repo": "r", "tag": "v1"}])
+        mock = footprint.MockKube(objs)
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", mock.port)
+            base = "/apis/ocisource.dev/v1beta1/namespaces/default/ocirepositories"
+            conn.request("GET", base)
+            listed = json.loads(conn.getresponse().read())["metadata"]["resourceVersion"]
+            # A change between the list and the watch, as a controller's first patch can be.
+            conn.request("PATCH", base + "/app-0000/status",
+                         body=json.dumps({"status": {"observedGeneration": 1}}),
+                         headers={"Content-Type": "application/merge-patch+json"})
+            conn.getresponse().read()
+            conn.request("GET", f"{base}?watch=1&resourceVersion={listed}&timeoutSeconds=1")
+            resp = conn.getresponse()
+            events = [json.loads(line) for line in resp.read().splitlines() if line.strip()]
+            self.assertEqual([e["type"] for e in events], ["MODIFIED"])
+            self.assertEqual(events[0]["object"]["status"], {"observedGeneration": 1})
+            conn.close()
+        finally:
+            mock.stop()
+
 
 if __name__ == "__main__":
     unittest.main()
