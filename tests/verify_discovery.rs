@@ -4,14 +4,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[allow(dead_code)] // the registry upload helpers are for e2e_verify
+#[path = "e2e_verify/cosign.rs"]
+mod cosign;
+mod support;
 mod verify_common;
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::Command;
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
+use cosign::{openssl, KeyPair};
 use ocisource::domain::digest::Digest;
 use ocisource::domain::manifest::OCI_MANIFEST;
 use ocisource::domain::verification::{TrustedKey, VerifyPolicy};
@@ -19,59 +22,22 @@ use ocisource::verify::sign::{self, SigningKey};
 use ocisource::verify::{CosignVerifier, VerifyError, ANN_SIGNATURE};
 use verify_common::{vectors_dir, FakeRegistry};
 
-fn openssl(args: &[&str], dir: &Path) -> Vec<u8> {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl runs");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
-/// An openssl P-256 key pair in `dir`: `<name>.pem` (PKCS#8) and `<name>.pub`.
-fn keypair(dir: &Path, name: &str) -> TrustedKey {
-    let key = format!("{name}.pem");
-    let public = format!("{name}.pub");
-    openssl(
-        &[
-            "genpkey",
-            "-algorithm",
-            "EC",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-out",
-            &key,
-        ],
-        dir,
-    );
-    openssl(&["pkey", "-in", &key, "-pubout", "-out", &public], dir);
+/// `pair`'s public key as the verifier takes it, named after its file (`<name>.pub`).
+fn trusted(pair: &KeyPair) -> TrustedKey {
     TrustedKey {
-        name: public.clone(),
-        pem: std::fs::read(dir.join(public)).unwrap(),
+        name: pair
+            .public
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned(),
+        pem: pair.public_pem().into_bytes(),
     }
 }
 
-/// openssl's signature (base64 DER) of `payload` with `<name>.pem`.
-fn openssl_sign(dir: &Path, name: &str, payload: &[u8]) -> String {
-    std::fs::write(dir.join("payload"), payload).unwrap();
-    openssl(
-        &[
-            "dgst",
-            "-sha256",
-            "-sign",
-            &format!("{name}.pem"),
-            "-out",
-            "sig.der",
-            "payload",
-        ],
-        dir,
-    );
-    B64.encode(std::fs::read(dir.join("sig.der")).unwrap())
+/// openssl's signature of `payload` with `pair`, base64 as cosign stores it.
+fn openssl_sign(pair: &KeyPair, payload: &[u8]) -> String {
+    B64.encode(pair.sign(payload))
 }
 
 fn layer(payload: Vec<u8>, sig_b64: String) -> (Vec<u8>, BTreeMap<String, String>) {
@@ -88,15 +54,12 @@ fn image() -> Digest {
 #[tokio::test]
 async fn openssl_signature_on_sig_tag_verifies() {
     let dir = tempfile::tempdir().unwrap();
-    let key = keypair(dir.path(), "a");
+    let pair = KeyPair::generate(dir.path(), "a");
     let payload = sign::simple_signing_payload("127.0.0.1:5000/app", &image());
     let registry = FakeRegistry::default();
     registry.put_v2(
         &image(),
-        &[layer(
-            payload.clone(),
-            openssl_sign(dir.path(), "a", &payload),
-        )],
+        &[layer(payload.clone(), openssl_sign(&pair, &payload))],
     );
     let verified = CosignVerifier::new()
         .unwrap()
@@ -104,7 +67,7 @@ async fn openssl_signature_on_sig_tag_verifies() {
             &registry,
             "127.0.0.1:5000/app",
             &image(),
-            &VerifyPolicy::Keys(vec![key]),
+            &VerifyPolicy::Keys(vec![trusted(&pair)]),
         )
         .await
         .unwrap();
@@ -123,16 +86,16 @@ async fn openssl_signature_on_sig_tag_verifies() {
 #[tokio::test]
 async fn two_keys_one_matching_passes_and_wrong_key_fails() {
     let dir = tempfile::tempdir().unwrap();
-    let a = keypair(dir.path(), "a");
-    let b = keypair(dir.path(), "b");
+    let (pair_a, pair_b) = (
+        KeyPair::generate(dir.path(), "a"),
+        KeyPair::generate(dir.path(), "b"),
+    );
+    let (a, b) = (trusted(&pair_a), trusted(&pair_b));
     let payload = sign::simple_signing_payload("r/app", &image());
     let registry = FakeRegistry::default();
     registry.put_v2(
         &image(),
-        &[layer(
-            payload.clone(),
-            openssl_sign(dir.path(), "b", &payload),
-        )],
+        &[layer(payload.clone(), openssl_sign(&pair_b, &payload))],
     );
     let verifier = CosignVerifier::new().unwrap();
     let both = VerifyPolicy::Keys(vec![a.clone(), b]);
@@ -154,21 +117,23 @@ async fn two_keys_one_matching_passes_and_wrong_key_fails() {
 #[tokio::test]
 async fn payload_for_another_digest_fails_even_when_signed() {
     let dir = tempfile::tempdir().unwrap();
-    let key = keypair(dir.path(), "a");
+    let pair = KeyPair::generate(dir.path(), "a");
     let other = Digest::of(b"a different image");
     let payload = sign::simple_signing_payload("r/app", &other);
     let registry = FakeRegistry::default();
     // Attacker copies a valid signature of `other` onto `image()`'s .sig tag.
     registry.put_v2(
         &image(),
-        &[layer(
-            payload.clone(),
-            openssl_sign(dir.path(), "a", &payload),
-        )],
+        &[layer(payload.clone(), openssl_sign(&pair, &payload))],
     );
     let err = CosignVerifier::new()
         .unwrap()
-        .verify(&registry, "r/app", &image(), &VerifyPolicy::Keys(vec![key]))
+        .verify(
+            &registry,
+            "r/app",
+            &image(),
+            &VerifyPolicy::Keys(vec![trusted(&pair)]),
+        )
         .await
         .unwrap_err();
     let VerifyError::Invalid { failures, .. } = &err else {
@@ -181,7 +146,7 @@ async fn payload_for_another_digest_fails_even_when_signed() {
 #[tokio::test]
 async fn unsigned_image_is_no_signature_naming_the_tags() {
     let dir = tempfile::tempdir().unwrap();
-    let key = keypair(dir.path(), "a");
+    let key = trusted(&KeyPair::generate(dir.path(), "a"));
     let registry = FakeRegistry::default();
     let err = CosignVerifier::new()
         .unwrap()
@@ -204,8 +169,8 @@ async fn unsigned_image_is_no_signature_naming_the_tags() {
 #[tokio::test]
 async fn our_signature_verifies_with_openssl_and_with_our_verifier() {
     let dir = tempfile::tempdir().unwrap();
-    let public = keypair(dir.path(), "k");
-    let key = SigningKey::from_pem(&std::fs::read(dir.path().join("k.pem")).unwrap()).unwrap();
+    let pair = KeyPair::generate(dir.path(), "k");
+    let key = SigningKey::from_pem(&std::fs::read(&pair.key).unwrap()).unwrap();
     let signed = sign::sign(&key, "127.0.0.1:5000/app", &image()).unwrap();
     assert_eq!(signed.tag, format!("{}.sig", image().tag_form()));
     std::fs::write(dir.path().join("payload"), &signed.payload).unwrap();
@@ -215,6 +180,7 @@ async fn our_signature_verifies_with_openssl_and_with_our_verifier() {
     )
     .unwrap();
     let out = openssl(
+        dir.path(),
         &[
             "dgst",
             "-sha256",
@@ -224,7 +190,6 @@ async fn our_signature_verifies_with_openssl_and_with_our_verifier() {
             "sig.der",
             "payload",
         ],
-        dir.path(),
     );
     assert_eq!(String::from_utf8_lossy(&out).trim(), "Verified OK");
 
@@ -239,7 +204,7 @@ async fn our_signature_verifies_with_openssl_and_with_our_verifier() {
             &registry,
             "app",
             &image(),
-            &VerifyPolicy::Keys(vec![public]),
+            &VerifyPolicy::Keys(vec![trusted(&pair)]),
         )
         .await
         .unwrap();

@@ -5,11 +5,11 @@
 //! signature). Must not import ocisource: fixtures made by the code under test prove nothing.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 
+pub use crate::support::pki::openssl;
 use crate::support::{sha256, TestRegistry};
 
 /// Media type of cosign's SimpleSigning layer.
@@ -18,21 +18,6 @@ pub const SIMPLESIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+jso
 pub const ANN_SIGNATURE: &str = "dev.cosignproject.cosign/signature";
 /// OCI image manifest media type.
 pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
-
-/// Runs `openssl` in `dir`, asserts success, returns stdout.
-pub fn openssl(dir: &Path, args: &[&str]) -> Vec<u8> {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("the openssl binary runs");
-    assert!(
-        out.status.success(),
-        "openssl {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
 
 /// An openssl ECDSA P-256 key pair: `<name>.pem` (PKCS#8 private) and `<name>.pub`.
 pub struct KeyPair {

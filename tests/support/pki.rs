@@ -6,7 +6,8 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::process::Command;
 
-pub fn run(cmd: &mut Command) {
+/// Runs `cmd`, asserts success, returns its stdout.
+pub fn run(cmd: &mut Command) -> Vec<u8> {
     let out = cmd
         .output()
         .unwrap_or_else(|e| panic!("failed to run {cmd:?}: {e}"));
@@ -15,10 +16,12 @@ pub fn run(cmd: &mut Command) {
         "{cmd:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    out.stdout
 }
 
-pub fn openssl(dir: &Path, args: &[&str]) {
-    run(Command::new("openssl").current_dir(dir).args(args));
+/// Runs `openssl args` in `dir`, asserts success, returns its stdout.
+pub fn openssl(dir: &Path, args: &[&str]) -> Vec<u8> {
+    run(Command::new("openssl").current_dir(dir).args(args))
 }
 
 /// Makes `ca.pem`/`ca.key`, `server.pem`/`server.key` and `client.pem`/`client.key`.
