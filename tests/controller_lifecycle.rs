@@ -62,10 +62,7 @@ async fn object_without_finalizer_only_gets_the_finalizer() {
 async fn deletion_removes_the_objects_storage_then_the_finalizer() {
     let (mut env, obj) = env_with_artifact().await;
     let (_, calls) = env
-        .reconcile(
-            &obj,
-            Scenario::Reconcile(obj.clone(), Expect::events(&[EventCall::Create])),
-        )
+        .reconcile_as(&obj, Expect::events(&[EventCall::Create]))
         .await;
     let obj = obj.with_status_of(only(&calls, Method::PATCH, &repo_path("app", "/status")));
     let path = obj
@@ -112,10 +109,7 @@ async fn invalid_url_stalls_and_waits_for_a_spec_change() {
     let (mut env, _) = env_with_artifact().await;
     let obj = repo("bad", "https://example.com/not-oci");
     let (action, calls) = env
-        .reconcile(
-            &obj,
-            Scenario::Reconcile(obj.clone(), Expect::events(&[EventCall::Create])),
-        )
+        .reconcile_as(&obj, Expect::events(&[EventCall::Create]))
         .await;
     assert_eq!(action.unwrap(), Action::await_change());
     let status = &only(&calls, Method::PATCH, &repo_path("bad", "/status")).body["status"];
@@ -144,10 +138,7 @@ async fn requested_at_is_echoed_into_last_handled_reconcile_at() {
     let (mut env, obj) = env_with_artifact().await;
     let obj = obj.requested_at("2026-07-02T10:00:00Z");
     let (action, calls) = env
-        .reconcile(
-            &obj,
-            Scenario::Reconcile(obj.clone(), Expect::events(&[EventCall::Create])),
-        )
+        .reconcile_as(&obj, Expect::events(&[EventCall::Create]))
         .await;
     action.unwrap();
     let status = &only(&calls, Method::PATCH, &repo_path("app", "/status")).body["status"];

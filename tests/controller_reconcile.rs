@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use controller_fixtures::{
     condition, docker_secret_data, ea_path, events_path, only, repo, repo_path, Call, Ea, Env,
-    EventCall, Expect, RepoExt, Scenario, ADV_ADDR, NS, UID,
+    EventCall, Expect, RepoExt, ADV_ADDR, NS, UID,
 };
 use support::{sha256, tar_gz, Pushed, RegistryOpts};
 
@@ -66,10 +66,7 @@ async fn first_artifact_patches_status_emits_new_artifact_and_publishes_external
     let obj = repo("app", &env.url("team/app")).with_tag("v1");
 
     let (action, calls) = env
-        .reconcile(
-            &obj,
-            Scenario::Reconcile(obj.clone(), Expect::events(&[EventCall::Create])),
-        )
+        .reconcile_as(&obj, Expect::events(&[EventCall::Create]))
         .await;
     let action = action.unwrap();
     assert_ne!(
@@ -133,10 +130,7 @@ async fn unchanged_digest_patches_status_with_one_manifest_head_and_no_blob() {
     push(&env, "team/app", "v1", "a.txt", "a").await;
     let obj = repo("app", &env.url("team/app")).with_tag("v1");
     let (first, calls) = env
-        .reconcile(
-            &obj,
-            Scenario::Reconcile(obj.clone(), Expect::events(&[EventCall::Create])),
-        )
+        .reconcile_as(&obj, Expect::events(&[EventCall::Create]))
         .await;
     first.unwrap();
     let obj = obj.with_status_of(status_patch(&calls, "app"));
@@ -144,9 +138,7 @@ async fn unchanged_digest_patches_status_with_one_manifest_head_and_no_blob() {
 
     let before = env.reg.request_log().len();
     // No event: the digest did not change and the object was not failing.
-    let (second, calls) = env
-        .reconcile(&obj, Scenario::Reconcile(obj.clone(), Expect::events(&[])))
-        .await;
+    let (second, calls) = env.reconcile_as(&obj, Expect::events(&[])).await;
     second.unwrap();
     let status = status_of(&calls, "app");
     assert_eq!(status["artifact"], stored["artifact"]);
@@ -171,10 +163,7 @@ async fn moved_tag_stores_new_revision_and_updates_external_artifact() {
     let old = push(&env, "team/app", "stable", "v.txt", "one").await;
     let obj = repo("app", &env.url("team/app")).with_tag("stable");
     let (_, calls) = env
-        .reconcile(
-            &obj,
-            Scenario::Reconcile(obj.clone(), Expect::events(&[EventCall::Create])),
-        )
+        .reconcile_as(&obj, Expect::events(&[EventCall::Create]))
         .await;
     let obj = obj.with_status_of(status_patch(&calls, "app"));
     let old_digest = status_of(&calls, "app")["artifact"]["digest"].clone();
@@ -183,10 +172,7 @@ async fn moved_tag_stores_new_revision_and_updates_external_artifact() {
     assert_ne!(old.manifest_digest, new.manifest_digest);
     // A new Event object, not a repeat of the first (whose note names the old revision).
     let (action, calls) = env
-        .reconcile(
-            &obj,
-            Scenario::Reconcile(obj.clone(), Expect::events(&[EventCall::Create])),
-        )
+        .reconcile_as(&obj, Expect::events(&[EventCall::Create]))
         .await;
     action.unwrap();
     let status = status_of(&calls, "app");
@@ -212,10 +198,7 @@ async fn semver_upgrade_picks_the_new_highest_tag() {
     push(&env, "team/cfg", "2.0.0", "v.txt", "2.0.0").await;
     let obj = repo("cfg", &env.url("team/cfg")).with_semver("1.x");
     let (_, calls) = env
-        .reconcile(
-            &obj,
-            Scenario::Reconcile(obj.clone(), Expect::events(&[EventCall::Create])),
-        )
+        .reconcile_as(&obj, Expect::events(&[EventCall::Create]))
         .await;
     assert!(status_of(&calls, "cfg")["artifact"]["revision"]
         .as_str()
@@ -225,10 +208,7 @@ async fn semver_upgrade_picks_the_new_highest_tag() {
 
     let newer = push(&env, "team/cfg", "1.1.0", "v.txt", "1.1.0").await;
     let (_, calls) = env
-        .reconcile(
-            &obj,
-            Scenario::Reconcile(obj.clone(), Expect::events(&[EventCall::Create])),
-        )
+        .reconcile_as(&obj, Expect::events(&[EventCall::Create]))
         .await;
     let status = status_of(&calls, "cfg");
     let event = &only(&calls, Method::POST, &events_path()).body;
@@ -251,18 +231,14 @@ async fn auth_failure_reports_authentication_failed_and_keeps_the_last_artifact(
         .with_secret_ref("creds");
     let good = Expect::events(&[EventCall::Create])
         .with_secret("creds", docker_secret_data(&host, "ci", "s3cret"));
-    let (_, calls) = env
-        .reconcile(&obj, Scenario::Reconcile(obj.clone(), good))
-        .await;
+    let (_, calls) = env.reconcile_as(&obj, good).await;
     let stored = status_of(&calls, "app")["artifact"].clone();
     assert_eq!(ready(status_of(&calls, "app")), ("True", "Succeeded"));
     let obj = obj.with_status_of(status_patch(&calls, "app"));
 
     let bad = Expect::events(&[EventCall::Create])
         .with_secret("creds", docker_secret_data(&host, "ci", "wrong"));
-    let (action, calls) = env
-        .reconcile(&obj, Scenario::Reconcile(obj.clone(), bad))
-        .await;
+    let (action, calls) = env.reconcile_as(&obj, bad).await;
     let action = action.unwrap();
     assert_ne!(action, Action::await_change(), "an auth failure is retried");
     let status = status_of(&calls, "app");
@@ -295,9 +271,7 @@ async fn missing_external_artifact_crd_does_not_fail_the_reconcile() {
     push(&env, "team/app", "v1", "a.txt", "a").await;
     let obj = repo("app", &env.url("team/app")).with_tag("v1");
     let expect = Expect::events(&[EventCall::Create]).with_ea(Ea::CrdMissing);
-    let (action, calls) = env
-        .reconcile(&obj, Scenario::Reconcile(obj.clone(), expect))
-        .await;
+    let (action, calls) = env.reconcile_as(&obj, expect).await;
     assert_ne!(action.unwrap(), Action::await_change());
     assert_eq!(ready(status_of(&calls, "app")), ("True", "Succeeded"));
     assert!(!calls.iter().any(|c| c.path == ea_path("app", "/status")));
@@ -335,24 +309,19 @@ async fn a_missing_external_artifact_crd_is_said_once_per_outage() {
     let mut env = Env::new(RegistryOpts::plain());
     push(&env, "team/app", "v1", "a.txt", "a").await;
     let obj = repo("app", &env.url("team/app")).with_tag("v1");
-    let missing = |events: &[EventCall]| {
-        Scenario::Reconcile(obj.clone(), Expect::events(events).with_ea(Ea::CrdMissing))
-    };
-    let ((_, calls), log) = logged(env.reconcile(&obj, missing(&[EventCall::Create]))).await;
+    let missing = |events: &[EventCall]| Expect::events(events).with_ea(Ea::CrdMissing);
+    let ((_, calls), log) = logged(env.reconcile_as(&obj, missing(&[EventCall::Create]))).await;
     assert_eq!(log.matches(SAID).count(), 1, "{log}");
     assert!(log.contains("installExternalArtifactCRD=true"), "{log}");
     let obj = obj.with_status_of(status_patch(&calls, "app"));
-    let missing = |events: &[EventCall]| {
-        Scenario::Reconcile(obj.clone(), Expect::events(events).with_ea(Ea::CrdMissing))
-    };
-    let ((_, _), log) = logged(env.reconcile(&obj, missing(&[]))).await;
+    let ((_, _), log) = logged(env.reconcile_as(&obj, missing(&[]))).await;
     assert_eq!(log.matches(SAID).count(), 0, "said again: {log}");
 
     // The CRD gets installed: publishing resumes; removed again, it is said again.
-    let published = Scenario::Reconcile(obj.clone(), Expect::events(&[]).with_ea(Ea::Published));
-    let ((_, calls), _) = logged(env.reconcile(&obj, published)).await;
+    let published = Expect::events(&[]).with_ea(Ea::Published);
+    let ((_, calls), _) = logged(env.reconcile_as(&obj, published)).await;
     assert!(calls.iter().any(|c| c.path == ea_path("app", "/status")));
-    let ((_, _), log) = logged(env.reconcile(&obj, missing(&[]))).await;
+    let ((_, _), log) = logged(env.reconcile_as(&obj, missing(&[]))).await;
     assert_eq!(log.matches(SAID).count(), 1, "{log}");
 }
 
@@ -364,10 +333,7 @@ async fn removing_spec_ignore_clears_observed_ignore_so_the_next_reconcile_is_a_
         .with_tag("v1")
         .with_ignore(Some("*.md"));
     let (_, calls) = env
-        .reconcile(
-            &obj,
-            Scenario::Reconcile(obj.clone(), Expect::events(&[EventCall::Create])),
-        )
+        .reconcile_as(&obj, Expect::events(&[EventCall::Create]))
         .await;
     let obj = obj.with_status_of(status_patch(&calls, "app"));
     assert_eq!(
@@ -377,9 +343,7 @@ async fn removing_spec_ignore_clears_observed_ignore_so_the_next_reconcile_is_a_
 
     // The user removes spec.ignore: the artifact is re-packaged (same content, no event).
     let obj = obj.with_ignore(None);
-    let (_, calls) = env
-        .reconcile(&obj, Scenario::Reconcile(obj.clone(), Expect::events(&[])))
-        .await;
+    let (_, calls) = env.reconcile_as(&obj, Expect::events(&[])).await;
     let obj = obj.with_status_of(status_patch(&calls, "app"));
     assert_eq!(
         obj.status.as_ref().unwrap().observed_ignore,
@@ -390,9 +354,7 @@ async fn removing_spec_ignore_clears_observed_ignore_so_the_next_reconcile_is_a_
 
     // From now on an unchanged digest costs no blob download.
     let before = env.reg.request_log().len();
-    let (_, calls) = env
-        .reconcile(&obj, Scenario::Reconcile(obj.clone(), Expect::events(&[])))
-        .await;
+    let (_, calls) = env.reconcile_as(&obj, Expect::events(&[])).await;
     assert_eq!(ready(status_of(&calls, "app")), ("True", "Succeeded"));
     assert!(
         blob_gets(&env, before).is_empty(),

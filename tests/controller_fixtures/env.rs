@@ -17,7 +17,7 @@ use ocisource::server::Metrics;
 use ocisource::storage::Storage;
 use ocisource::verify::CosignVerifier;
 
-use super::{mock_client, ApiServerVerifier, Call, Scenario, ADV_ADDR};
+use super::{mock_client, ApiServerVerifier, Call, Expect, Scenario, ADV_ADDR};
 use crate::support::{RegistryOpts, TestRegistry};
 
 /// A real registry, a temp store and the controller context wired to a mock API server.
@@ -84,5 +84,15 @@ impl Env {
     ) -> (ReconcileResult, Vec<Call>) {
         let fut = controller::reconcile_object(Arc::new(obj.clone()), self.kctx.clone());
         self.api.run(scenario, fut).await
+    }
+
+    /// A full reconcile of `obj`, the mock answering as `expect` says.
+    pub async fn reconcile_as(
+        &mut self,
+        obj: &OciRepository,
+        expect: Expect,
+    ) -> (ReconcileResult, Vec<Call>) {
+        self.reconcile(obj, Scenario::Reconcile(obj.clone(), expect))
+            .await
     }
 }
