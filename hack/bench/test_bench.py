@@ -99,59 +99,54 @@ class MeasureTest(unittest.TestCase):
 
 
 class MockKubeTest(unittest.TestCase):
-    def test_lists_gets_and_merges_status_patches(self):
+    BASE = "/apis/ocisource.dev/v1beta1/namespaces/default/ocirepositories"
+
+    def setUp(self):
         objs = footprint.oci_objects("127.0.0.1:5000", [{"repo": "r", "tag": "v1"}])
-        mock = footprint.MockKube(objs)
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", mock.port)
-            base = "/apis/ocisource.dev/v1beta1/namespaces/default/ocirepositories"
-            conn.request("GET", base)
-            items = json.loads(conn.getresponse().read())["items"]
-            self.assertEqual([i["metadata"]["name"] for i in items], ["app-0000"])
-            patch = json.dumps({"status": {"observedGeneration": 1}})
-            conn.request("PATCH", base + "/app-0000/status", body=patch,
-                         headers={"Content-Type": "application/merge-patch+json"})
-            got = json.loads(conn.getresponse().read())
-            self.assertEqual(got["status"], {"observedGeneration": 1})
-            self.assertEqual(got["spec"]["url"], "oci://127.0.0.1:5000/r")
-            self.assertEqual(mock.status_patched, {("default", "app-0000")})
-            fin = json.dumps([{"op": "test", "path": "/metadata/finalizers", "value": None},
-                              {"op": "add", "path": "/metadata/finalizers", "value": ["f"]}])
-            conn.request("PATCH", base + "/app-0000", body=fin,
-                         headers={"Content-Type": "application/json-patch+json"})
-            got = json.loads(conn.getresponse().read())
-            self.assertEqual(got["metadata"]["finalizers"], ["f"])
-            conn.request("PATCH", base + "/app-0000", body=json.dumps(
-                [{"op": "add", "path": "/metadata/finalizers/-", "value": "g"}]),
-                headers={"Content-Type": "application/json-patch+json"})
-            self.assertEqual(json.loads(conn.getresponse().read())["metadata"]["finalizers"], ["f", "g"])
-            conn.request("GET", base + "/missing")
-            self.assertEqual(conn.getresponse().status, 404)
-            conn.close()
-        finally:
-            mock.stop()
+        self.mock = footprint.MockKube(objs)
+        self.addCleanup(self.mock.stop)
+        self.conn = http.client.HTTPConnection("127.0.0.1", self.mock.port)
+        self.addCleanup(self.conn.close)
+
+    def test_lists_gets_and_merges_status_patches(self):
+        mock, conn, base = self.mock, self.conn, self.BASE
+        conn.request("GET", base)
+        items = json.loads(conn.getresponse().read())["items"]
+        self.assertEqual([i["metadata"]["name"] for i in items], ["app-0000"])
+        patch = json.dumps({"status": {"observedGeneration": 1}})
+        conn.request("PATCH", base + "/app-0000/status", body=patch,
+                     headers={"Content-Type": "application/merge-patch+json"})
+        got = json.loads(conn.getresponse().read())
+        self.assertEqual(got["status"], {"observedGeneration": 1})
+        self.assertEqual(got["spec"]["url"], "oci://127.0.0.1:5000/r")
+        self.assertEqual(mock.status_patched, {("default", "app-0000")})
+        fin = json.dumps([{"op": "test", "path": "/metadata/finalizers", "value": None},
+                          {"op": "add", "path": "/metadata/finalizers", "value": ["f"]}])
+        conn.request("PATCH", base + "/app-0000", body=fin,
+                     headers={"Content-Type": "application/json-patch+json"})
+        got = json.loads(conn.getresponse().read())
+        self.assertEqual(got["metadata"]["finalizers"], ["f"])
+        conn.request("PATCH", base + "/app-0000", body=json.dumps(
+            [{"op": "add", "path": "/metadata/finalizers/-", "value": "g"}]),
+            headers={"Content-Type": "application/json-patch+json"})
+        self.assertEqual(json.loads(conn.getresponse().read())["metadata"]["finalizers"], ["f", "g"])
+        conn.request("GET", base + "/missing")
+        self.assertEqual(conn.getresponse().status, 404)
 
     def test_a_watch_replays_what_changed_after_the_listed_version(self):
-        objs = footprint.oci_objects("127.0.0.1:5000", [{"repo": "r", "tag": "v1"}])
-        mock = footprint.MockKube(objs)
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", mock.port)
-            base = "/apis/ocisource.dev/v1beta1/namespaces/default/ocirepositories"
-            conn.request("GET", base)
-            listed = json.loads(conn.getresponse().read())["metadata"]["resourceVersion"]
-            # A change between the list and the watch, as a controller's first patch can be.
-            conn.request("PATCH", base + "/app-0000/status",
-                         body=json.dumps({"status": {"observedGeneration": 1}}),
-                         headers={"Content-Type": "application/merge-patch+json"})
-            conn.getresponse().read()
-            conn.request("GET", f"{base}?watch=1&resourceVersion={listed}&timeoutSeconds=1")
-            resp = conn.getresponse()
-            events = [json.loads(line) for line in resp.read().splitlines() if line.strip()]
-            self.assertEqual([e["type"] for e in events], ["MODIFIED"])
-            self.assertEqual(events[0]["object"]["status"], {"observedGeneration": 1})
-            conn.close()
-        finally:
-            mock.stop()
+        conn, base = self.conn, self.BASE
+        conn.request("GET", base)
+        listed = json.loads(conn.getresponse().read())["metadata"]["resourceVersion"]
+        # A change between the list and the watch, as a controller's first patch can be.
+        conn.request("PATCH", base + "/app-0000/status",
+                     body=json.dumps({"status": {"observedGeneration": 1}}),
+                     headers={"Content-Type": "application/merge-patch+json"})
+        conn.getresponse().read()
+        conn.request("GET", f"{base}?watch=1&resourceVersion={listed}&timeoutSeconds=1")
+        resp = conn.getresponse()
+        events = [json.loads(line) for line in resp.read().splitlines() if line.strip()]
+        self.assertEqual([e["type"] for e in events], ["MODIFIED"])
+        self.assertEqual(events[0]["object"]["status"], {"observedGeneration": 1})
 
 
 if __name__ == "__main__":
