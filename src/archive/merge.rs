@@ -177,14 +177,7 @@ impl State {
             Kind::Symlink => Node::Symlink,
             _ => Node::File,
         };
-        self.seen.insert(
-            path,
-            Rec {
-                node,
-                layer,
-                ignored,
-            },
-        );
+        self.insert(path, node, layer, ignored);
     }
 
     /// Records a synthesised parent directory with a child in `layer`.
@@ -193,14 +186,16 @@ impl State {
             explicit_low: None,
             child_low: Some(layer),
         };
-        self.seen.insert(
-            path,
-            Rec {
-                node,
-                layer,
-                ignored,
-            },
-        );
+        self.insert(path, node, layer, ignored);
+    }
+
+    fn insert(&mut self, path: String, node: Node, layer: u32, ignored: bool) {
+        let rec = Rec {
+            node,
+            layer,
+            ignored,
+        };
+        self.seen.insert(path, rec);
     }
 
     /// Every winning path under `dir` (`""` = all), with its record.
