@@ -255,6 +255,8 @@ start_controller_manager() {
 
 cmd_up() {
   cmd_build
+  # A cluster left by an earlier run is reused while its API server runs; otherwise start clean.
+  if ! alive apiserver; then cmd_down; rm -rf "$CLUSTER_DIR"; fi
   mkdir -p "$CLUSTER_DIR"
   make_pki
   start_etcd

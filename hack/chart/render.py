@@ -23,10 +23,10 @@ def lint(chart: Path, values: dict[str, Any]) -> list[str]:
     return problems + list(report.get("errors") or [])
 
 
-def render(chart: Path, values: dict[str, Any]) -> list[dict[str, Any]]:
+def render(chart: Path, values: dict[str, Any], namespace: str = NAMESPACE) -> list[dict[str, Any]]:
     """Render the templates (not NOTES.txt) into a list of objects, in template order."""
     with helm.Chart.load(str(chart)) as loaded:
-        rendered = loaded.render(values, name=RELEASE, namespace=NAMESPACE, is_install=True)
+        rendered = loaded.render(values, name=RELEASE, namespace=namespace, is_install=True)
     objects: list[dict[str, Any]] = []
     for path in sorted(rendered):
         if path.endswith("NOTES.txt"):
@@ -46,3 +46,19 @@ def chart_crds(chart: Path) -> list[dict[str, Any]]:
 def find(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     """All objects of one kind."""
     return [o for o in objects if o.get("kind") == kind]
+
+
+def main() -> None:
+    """`render.py CHART NAMESPACE VALUES_JSON [KIND ...]`: print the rendered objects (only
+    those KINDs when given) as one YAML stream; the real-cluster tests apply them."""
+    import json
+    import sys
+
+    chart, namespace, values = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    kinds = set(sys.argv[4:])
+    objects = [o for o in render(Path(chart), values, namespace) if not kinds or o.get("kind") in kinds]
+    yaml.safe_dump_all(objects, sys.stdout, sort_keys=False)
+
+
+if __name__ == "__main__":
+    main()

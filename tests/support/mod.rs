@@ -12,6 +12,7 @@
     clippy::panic
 )]
 
+pub mod cluster;
 pub mod pki;
 pub mod registry;
 

@@ -1,0 +1,301 @@
+//! Object lifecycle on the REAL API server (see `tests/support/cluster.rs`): deletion and
+//! garbage collection, suspend/resume and `reconcile.fluxcd.io/requestedAt` as in Flux,
+//! and two replicas with leader election behind one Service address.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::cluster::{ready_now, Cluster, Controller, Env, Service};
+use support::{tar_gz, RegistryOpts, TestRegistry};
+
+const FLUX_LAYER: &str = "application/vnd.cncf.flux.content.v1.tar+gzip";
+const OCIREPO: &str = "ocirepositories.ocisource.dev";
+const EA: &str = "externalartifacts.source.toolkit.fluxcd.io";
+const WAIT: Duration = Duration::from_secs(90);
+
+fn oci_repository(ns: &str, name: &str, url: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: ocisource.dev/v1beta1\nkind: OCIRepository\nmetadata:\n  name: {name}\n  namespace: {ns}\n\
+         spec:\n  url: {url}\n  interval: 10m\n  insecure: true\n{extra}"
+    )
+}
+
+/// Deleting the OCIRepository removes its ExternalArtifact and, after GC, its file.
+#[tokio::test(flavor = "multi_thread")]
+async fn delete_removes_external_artifact_and_file() {
+    let Some(env) = Env::start("delete", &json!({})) else {
+        return;
+    };
+    let (cluster, registry, ns, storage) =
+        (&env.cluster, &env.registry, &env.ns.name, env.storage());
+    registry
+        .push_artifact(
+            "app/del",
+            "v1",
+            &[(FLUX_LAYER, tar_gz(&[("a", b"a")]))],
+            &[],
+        )
+        .await;
+    let url = format!("oci://{}/app/del", registry.host());
+    cluster.apply(&oci_repository(ns, "del", &url, "  ref:\n    tag: v1\n"));
+    let obj = cluster.wait_for(OCIREPO, ns, "del", WAIT, "Ready", ready_now);
+    cluster.wait_for(EA, ns, "del", WAIT, "ExternalArtifact exists", |_| true);
+    let file = storage.join(obj["status"]["artifact"]["path"].as_str().unwrap());
+    assert!(file.is_file(), "{} should exist", file.display());
+
+    cluster.kubectl_ok(&[
+        "delete",
+        "-n",
+        ns,
+        &format!("{OCIREPO}/del"),
+        "--wait=true",
+        "--timeout=60s",
+    ]);
+    cluster.wait_gone(EA, ns, "del", WAIT);
+    let deadline = Instant::now() + WAIT;
+    while file.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} was not garbage-collected",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// `suspend: true` stops reconciling (a new tag and a requested reconcile change
+/// nothing but lastHandledReconcileAt, as in Flux); resuming picks the new tag up;
+/// `reconcile.fluxcd.io/requestedAt` is echoed in `status.lastHandledReconcileAt`.
+#[tokio::test(flavor = "multi_thread")]
+async fn suspend_resume_and_requested_at() {
+    let Some(env) = Env::start("suspend", &json!({})) else {
+        return;
+    };
+    let (cluster, registry, ns) = (&env.cluster, &env.registry, &env.ns.name);
+    let v1 = registry
+        .push_artifact(
+            "app/s",
+            "latest",
+            &[(FLUX_LAYER, tar_gz(&[("a", b"1")]))],
+            &[],
+        )
+        .await;
+    let url = format!("oci://{}/app/s", registry.host());
+    cluster.apply(&oci_repository(ns, "s", &url, ""));
+    cluster.wait_for(OCIREPO, ns, "s", WAIT, "Ready", ready_now);
+
+    cluster.kubectl_ok(&[
+        "annotate",
+        "--overwrite",
+        "-n",
+        ns,
+        &format!("{OCIREPO}/s"),
+        "reconcile.fluxcd.io/requestedAt=first",
+    ]);
+    cluster.wait_for(
+        OCIREPO,
+        ns,
+        "s",
+        WAIT,
+        "lastHandledReconcileAt=first",
+        |o| o["status"]["lastHandledReconcileAt"] == "first",
+    );
+
+    cluster.kubectl_ok(&[
+        "patch",
+        "-n",
+        ns,
+        &format!("{OCIREPO}/s"),
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"suspend":true}}"#,
+    ]);
+    cluster.wait_for(
+        OCIREPO,
+        ns,
+        "s",
+        WAIT,
+        "suspended generation observed",
+        |o| o["status"]["observedGeneration"] == o["metadata"]["generation"],
+    );
+    let v2 = registry
+        .push_artifact(
+            "app/s",
+            "latest",
+            &[(FLUX_LAYER, tar_gz(&[("a", b"2")]))],
+            &[],
+        )
+        .await;
+    cluster.kubectl_ok(&[
+        "annotate",
+        "--overwrite",
+        "-n",
+        ns,
+        &format!("{OCIREPO}/s"),
+        "reconcile.fluxcd.io/requestedAt=while-suspended",
+    ]);
+    let o = cluster.wait_for(
+        OCIREPO,
+        ns,
+        "s",
+        WAIT,
+        "suspended object records the request",
+        |o| o["status"]["lastHandledReconcileAt"] == "while-suspended",
+    );
+    assert_eq!(
+        o["status"]["artifact"]["revision"],
+        format!("latest@{}", v1.manifest_digest),
+        "a suspended object must not fetch"
+    );
+
+    cluster.kubectl_ok(&[
+        "patch",
+        "-n",
+        ns,
+        &format!("{OCIREPO}/s"),
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"suspend":false}}"#,
+    ]);
+    cluster.wait_for(
+        OCIREPO,
+        ns,
+        "s",
+        WAIT,
+        "resumed object fetches the moved tag",
+        |o| {
+            ready_now(o)
+                && o["status"]["artifact"]["revision"] == format!("latest@{}", v2.manifest_digest)
+        },
+    );
+}
+
+/// Two replicas with `--leader-elect` (the chart's `replicas: 2`) share the store and a
+/// Service address: only the Lease holder reconciles; killing it hands over within the
+/// lease duration, and the artifact is served throughout.
+#[tokio::test(flavor = "multi_thread")]
+async fn leader_election_hands_over_and_keeps_serving() {
+    let Some(cluster) = Cluster::from_env() else {
+        return;
+    };
+    let registry = TestRegistry::start(RegistryOpts::plain());
+    let values = json!({"replicas": 2});
+    let ns = cluster.namespace("leader", &values);
+    let ns = &ns.name;
+    let work = tempfile::tempdir().unwrap();
+    let storage = work.path().join("data");
+    let svc = Service::bind();
+    let service = svc.addr.clone();
+    let mut a = Controller::start_advertising(
+        &cluster,
+        ns,
+        &values,
+        &storage,
+        "ocisource-a",
+        Some(&service),
+    );
+    let mut b = Controller::start_advertising(
+        &cluster,
+        ns,
+        &values,
+        &storage,
+        "ocisource-b",
+        Some(&service),
+    );
+    svc.serve(vec![a.storage_addr.clone(), b.storage_addr.clone()]);
+
+    registry
+        .push_artifact("app/l", "v1", &[(FLUX_LAYER, tar_gz(&[("a", b"1")]))], &[])
+        .await;
+    let url = format!("oci://{}/app/l", registry.host());
+    cluster.apply(&oci_repository(ns, "l", &url, "  ref:\n    tag: v1\n"));
+    let obj = cluster.wait_for(OCIREPO, ns, "l", WAIT, "Ready", ready_now);
+    let lease = cluster.wait_for(
+        "lease",
+        ns,
+        "ocisource-leader-election",
+        WAIT,
+        "a holder",
+        |l| l["spec"]["holderIdentity"].is_string(),
+    );
+    let holder = lease["spec"]["holderIdentity"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (leader, follower, follower_name) = if holder.starts_with("ocisource-a") {
+        (&mut a, &mut b, "ocisource-b")
+    } else {
+        assert!(
+            holder.starts_with("ocisource-b"),
+            "unexpected holder {holder}"
+        );
+        (&mut b, &mut a, "ocisource-a")
+    };
+    assert!(
+        follower.running(),
+        "the follower must wait, not exit: {}",
+        follower.log_text()
+    );
+    let artifact_url = obj["status"]["artifact"]["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let digest = obj["status"]["artifact"]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        artifact_url.contains(&service),
+        "{artifact_url} should use the Service address {service}"
+    );
+
+    let killed_at = Instant::now();
+    leader.kill();
+    // Served throughout: the follower serves the shared store while it campaigns.
+    let body = follower.fetch(&artifact_url).unwrap();
+    assert_eq!(support::sha256(&body), digest);
+    let lease = cluster.wait_for(
+        "lease",
+        ns,
+        "ocisource-leader-election",
+        Duration::from_secs(60),
+        "hand-over",
+        |l| {
+            l["spec"]["holderIdentity"]
+                .as_str()
+                .is_some_and(|h| h.starts_with(follower_name))
+        },
+    );
+    let duration = lease["spec"]["leaseDurationSeconds"].as_u64().unwrap();
+    // Not a timing assertion on our speed: the hand-over bound is the Lease contract.
+    assert!(
+        killed_at.elapsed() <= Duration::from_secs(duration * 2 + 5),
+        "hand-over took {:?}, lease duration {duration}s",
+        killed_at.elapsed()
+    );
+    // The new leader reconciles: a new tag is picked up.
+    let v2 = registry
+        .push_artifact("app/l", "v1", &[(FLUX_LAYER, tar_gz(&[("a", b"2")]))], &[])
+        .await;
+    cluster.kubectl_ok(&[
+        "annotate",
+        "--overwrite",
+        "-n",
+        ns,
+        &format!("{OCIREPO}/l"),
+        "reconcile.fluxcd.io/requestedAt=after-handover",
+    ]);
+    let obj = cluster.wait_for(OCIREPO, ns, "l", WAIT, "new leader reconciles", |o| {
+        o["status"]["artifact"]["revision"] == format!("v1@{}", v2.manifest_digest)
+    });
+    let body = follower
+        .fetch(obj["status"]["artifact"]["url"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(
+        support::sha256(&body),
+        obj["status"]["artifact"]["digest"].as_str().unwrap()
+    );
+}
