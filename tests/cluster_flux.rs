@@ -193,14 +193,8 @@ async fn kustomization_applies_external_artifact_and_follows_new_tags() {
         .push_artifact("app/config", "1.1.0", &[(FLUX_LAYER, layer)], &[])
         .await;
     // Ask for a reconcile now rather than waiting for the interval, as `flux reconcile` does.
-    s.cluster.kubectl_ok(&[
-        "annotate",
-        "--overwrite",
-        "-n",
-        ns,
-        "ocirepositories.ocisource.dev/app",
-        "reconcile.fluxcd.io/requestedAt=now1",
-    ]);
+    s.cluster
+        .request_reconcile("ocirepositories.ocisource.dev", ns, "app", "now1");
     let cm = s
         .cluster
         .wait_for("configmap", ns, "greeting", WAIT, "new data applied", |o| {
@@ -276,64 +270,35 @@ async fn helm_release_installs_chart_from_external_artifact() {
 async fn kubectl_wait_does_not_return_early() {
     let Some(s) = setup("wait") else { return };
     let ns = &s.ns.name;
-    let layer = tar_gz(&[("a.txt", b"a")]);
-    let pushed = s
-        .registry
-        .push_artifact("app/wait", "v1", &[(FLUX_LAYER, layer)], &[])
-        .await;
     let url = s.url("app/wait");
-    s.cluster.apply(&oci_repository(
-        ns,
-        "w",
-        &url,
-        "  insecure: true\n  ref:\n    tag: v1\n",
-    ));
-    s.cluster.kubectl_ok(&[
-        "wait",
-        "--for=condition=Ready",
-        "--timeout=90s",
-        "-n",
-        ns,
-        "ocirepositories.ocisource.dev/w",
-    ]);
-    let obj = s
-        .cluster
-        .get("ocirepositories.ocisource.dev", ns, "w")
-        .unwrap();
-    assert_eq!(
-        obj["status"]["artifact"]["revision"],
-        format!("v1@{}", pushed.manifest_digest)
-    );
-    assert!(ready_now(&obj), "{obj}");
-
-    // A new generation: kubectl wait must wait for the reconcile of THAT generation (it
-    // compares the condition's observedGeneration), not return on the old Ready=True.
-    let layer = tar_gz(&[("b.txt", b"b")]);
-    let pushed2 = s
-        .registry
-        .push_artifact("app/wait", "v2", &[(FLUX_LAYER, layer)], &[])
-        .await;
-    s.cluster.apply(&oci_repository(
-        ns,
-        "w",
-        &url,
-        "  insecure: true\n  ref:\n    tag: v2\n",
-    ));
-    s.cluster.kubectl_ok(&[
-        "wait",
-        "--for=condition=Ready",
-        "--timeout=90s",
-        "-n",
-        ns,
-        "ocirepositories.ocisource.dev/w",
-    ]);
-    let obj = s
-        .cluster
-        .get("ocirepositories.ocisource.dev", ns, "w")
-        .unwrap();
-    assert_eq!(
-        obj["status"]["artifact"]["revision"],
-        format!("v2@{}", pushed2.manifest_digest),
-        "kubectl wait returned before generation 2 was reconciled"
-    );
+    // Generation 1, then generation 2: each time, kubectl wait must wait for the
+    // reconcile of THAT generation (it compares the condition's observedGeneration), not
+    // return on a Ready=True that a status written too early or the old generation shows.
+    for (tag, content) in [("v1", "a"), ("v2", "b")] {
+        let layer = tar_gz(&[("f.txt", content.as_bytes())]);
+        let pushed = s
+            .registry
+            .push_artifact("app/wait", tag, &[(FLUX_LAYER, layer)], &[])
+            .await;
+        let spec = format!("  insecure: true\n  ref:\n    tag: {tag}\n");
+        s.cluster.apply(&oci_repository(ns, "w", &url, &spec));
+        s.cluster.kubectl_ok(&[
+            "wait",
+            "--for=condition=Ready",
+            "--timeout=90s",
+            "-n",
+            ns,
+            "ocirepositories.ocisource.dev/w",
+        ]);
+        let obj = s
+            .cluster
+            .get("ocirepositories.ocisource.dev", ns, "w")
+            .unwrap();
+        assert_eq!(
+            obj["status"]["artifact"]["revision"],
+            format!("{tag}@{}", pushed.manifest_digest),
+            "kubectl wait returned before the generation asking for {tag} was reconciled"
+        );
+        assert!(ready_now(&obj), "{obj}");
+    }
 }

@@ -87,14 +87,7 @@ async fn suspend_resume_and_requested_at() {
     cluster.apply(&oci_repository(ns, "s", &url, ""));
     cluster.wait_for(OCIREPO, ns, "s", WAIT, "Ready", ready_now);
 
-    cluster.kubectl_ok(&[
-        "annotate",
-        "--overwrite",
-        "-n",
-        ns,
-        &format!("{OCIREPO}/s"),
-        "reconcile.fluxcd.io/requestedAt=first",
-    ]);
+    cluster.request_reconcile(OCIREPO, ns, "s", "first");
     cluster.wait_for(
         OCIREPO,
         ns,
@@ -129,14 +122,7 @@ async fn suspend_resume_and_requested_at() {
             &[],
         )
         .await;
-    cluster.kubectl_ok(&[
-        "annotate",
-        "--overwrite",
-        "-n",
-        ns,
-        &format!("{OCIREPO}/s"),
-        "reconcile.fluxcd.io/requestedAt=while-suspended",
-    ]);
+    cluster.request_reconcile(OCIREPO, ns, "s", "while-suspended");
     let o = cluster.wait_for(
         OCIREPO,
         ns,
@@ -280,14 +266,7 @@ async fn leader_election_hands_over_and_keeps_serving() {
     let v2 = registry
         .push_artifact("app/l", "v1", &[(FLUX_LAYER, tar_gz(&[("a", b"2")]))], &[])
         .await;
-    cluster.kubectl_ok(&[
-        "annotate",
-        "--overwrite",
-        "-n",
-        ns,
-        &format!("{OCIREPO}/l"),
-        "reconcile.fluxcd.io/requestedAt=after-handover",
-    ]);
+    cluster.request_reconcile(OCIREPO, ns, "l", "after-handover");
     let obj = cluster.wait_for(OCIREPO, ns, "l", WAIT, "new leader reconciles", |o| {
         o["status"]["artifact"]["revision"] == format!("v1@{}", v2.manifest_digest)
     });

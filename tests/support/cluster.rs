@@ -152,6 +152,19 @@ impl Cluster {
         Some(serde_json::from_slice(&out.stdout).unwrap())
     }
 
+    /// Asks for a reconcile now, as `flux reconcile` does: sets the
+    /// `reconcile.fluxcd.io/requestedAt` annotation of `resource ns/name` to `token`.
+    pub fn request_reconcile(&self, resource: &str, ns: &str, name: &str, token: &str) {
+        self.kubectl_ok(&[
+            "annotate",
+            "--overwrite",
+            "-n",
+            ns,
+            &format!("{resource}/{name}"),
+            &format!("reconcile.fluxcd.io/requestedAt={token}"),
+        ]);
+    }
+
     /// Polls `resource ns/name` until `cond` holds (up to `timeout`); returns the object.
     /// On timeout, fails with the last object seen and `what`.
     pub fn wait_for(
