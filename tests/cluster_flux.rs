@@ -142,10 +142,13 @@ async fn ready_from_real_registry_with_external_artifact() {
 async fn kustomization_applies_external_artifact_and_follows_new_tags() {
     let Some(s) = setup("kustomize") else { return };
     let ns = &s.ns.name;
-    let layer = tar_gz(&[("cm.yaml", configmap_yaml("greeting", "one").as_bytes())]);
-    s.registry
-        .push_artifact("app/config", "v1", &[(FLUX_LAYER, layer)], &[])
-        .await;
+    // `v1` is no version for Flux (a version has three parts), so the range picks 1.0.0.
+    for tag in ["v1", "1.0.0"] {
+        let layer = tar_gz(&[("cm.yaml", configmap_yaml("greeting", tag).as_bytes())]);
+        s.registry
+            .push_artifact("app/config", tag, &[(FLUX_LAYER, layer)], &[])
+            .await;
+    }
     let url = s.url("app/config");
     s.cluster.apply(&oci_repository(
         ns,
@@ -153,15 +156,10 @@ async fn kustomization_applies_external_artifact_and_follows_new_tags() {
         &url,
         "  insecure: true\n  ref:\n    semver: \">=1.0.0\"\n",
     ));
-    // No v-prefixed semver tag yet: push 1.0.0 under a semver tag.
-    let layer = tar_gz(&[("cm.yaml", configmap_yaml("greeting", "one").as_bytes())]);
-    s.registry
-        .push_artifact("app/config", "1.0.0", &[(FLUX_LAYER, layer)], &[])
-        .await;
 
     s.cluster.apply(&format!(
         "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: app\n  namespace: {ns}\n\
-         spec:\n  interval: 1m\n  retryInterval: 2s\n  path: ./\n  prune: true\n  targetNamespace: {ns}\n\
+         spec:\n  interval: 1m\n  retryInterval: 2s\n  path: ./\n  prune: true\n  targetNamespace: {ns}\n  \
          sourceRef:\n    kind: ExternalArtifact\n    name: app\n  healthChecks:\n  - apiVersion: ocisource.dev/v1beta1\n    kind: OCIRepository\n    name: app\n    namespace: {ns}\n"
     ));
     let cm = s.cluster.wait_for(
@@ -172,7 +170,7 @@ async fn kustomization_applies_external_artifact_and_follows_new_tags() {
         "ConfigMap from the artifact",
         |_| true,
     );
-    assert_eq!(cm["data"]["greeting"], "one");
+    assert_eq!(cm["data"]["greeting"], "1.0.0");
     let ks = s.cluster.wait_for(
         "kustomization",
         ns,
