@@ -44,12 +44,15 @@ module_src() {
 
 # go_build NAME VERSION OUT_BIN DIR PKG: build PKG inside DIR into OUT_BIN, timing it.
 go_build() {
-  local name="$1" ver="$2" out="$3" dir="$4" pkg="$5" t0
-  t0=$(date +%s)
+  local name="$1" ver="$2" out="$3" dir="$4" pkg="$5" took
   log "building $name $ver (first time only; cached in $(dirname "$out"))"
-  (cd "$dir" && go build -trimpath -ldflags='-s -w' -o "$out.partial" "$pkg")
+  # Wall time depends on what else runs; CPU seconds (user+sys) tell the cost on any machine.
+  local TIMEFORMAT='%0R s wall, %0U+%0S s CPU'
+  { time (cd "$dir" && go build -trimpath -ldflags='-s -w' -o "$out.partial" "$pkg" 2>"$CACHE/build-$name.log") ; } 2>"$CACHE/build-$name.time" \
+    || { cat "$CACHE/build-$name.log" >&2; return 1; }
+  took="$(tail -1 "$CACHE/build-$name.time")"
   mv "$out.partial" "$out"
-  echo "$name $ver $(( $(date +%s) - t0 ))s" >>"$CACHE/build-times.txt"
+  echo "$name $ver $took" >>"$CACHE/build-times.txt"
 }
 
 # Flux controllers keep `replace <module>/api => ./api`; the api module is published
