@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use reqwest::header::{HeaderValue, AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE};
 
 use super::auth::{parse_challenge, AuthState, Authorization, Challenge};
@@ -381,11 +381,26 @@ fn is_tls_failure(msg: &str) -> bool {
 
 /// Reads a whole body, failing with `Integrity` once it exceeds `max` bytes.
 pub(crate) async fn read_capped(
-    mut resp: reqwest::Response,
+    resp: reqwest::Response,
     max: u64,
     what: &str,
     url: &str,
 ) -> Result<Bytes, RegistryError> {
+    let mut buf = Vec::new();
+    read_capped_into(resp, max, what, url, &mut buf).await?;
+    Ok(Bytes::from(buf))
+}
+
+/// Reads a whole body into `buf` (cleared first), failing with `Integrity` once it
+/// exceeds `max` bytes. Reusing one buffer for a series of bodies (tag pages) keeps the
+/// allocator from piling up freed buffers of every size.
+pub(crate) async fn read_capped_into(
+    mut resp: reqwest::Response,
+    max: u64,
+    what: &str,
+    url: &str,
+    buf: &mut Vec<u8>,
+) -> Result<(), RegistryError> {
     let too_big = || {
         err(
             RegistryErrorKind::Integrity,
@@ -395,9 +410,8 @@ pub(crate) async fn read_capped(
     if resp.content_length().is_some_and(|n| n > max) {
         return Err(too_big());
     }
-    let mut buf = BytesMut::with_capacity(
-        usize::try_from(resp.content_length().unwrap_or(0).min(max)).unwrap_or(0),
-    );
+    buf.clear();
+    buf.reserve(usize::try_from(resp.content_length().unwrap_or(0)).unwrap_or(0));
     while let Some(chunk) = resp.chunk().await.map_err(|e| {
         err(
             RegistryErrorKind::Transport,
@@ -409,5 +423,5 @@ pub(crate) async fn read_capped(
         }
         buf.extend_from_slice(&chunk);
     }
-    Ok(buf.freeze())
+    Ok(())
 }

@@ -23,7 +23,7 @@ use reqwest::header::LINK;
 use serde::de::DeserializeSeed;
 use sha2::{Digest as _, Sha256};
 
-use super::client::{err, read_capped, unexpected, Access, RegistryClient};
+use super::client::{err, read_capped_into, unexpected, Access, RegistryClient};
 use super::origin::check_target;
 use super::tag_page::{Cap, Page, Sink};
 use crate::ports::{RegistryError, RegistryErrorKind};
@@ -125,6 +125,7 @@ impl RegistryClient {
             self.list_error(RegistryErrorKind::Config, format!("invalid URL '{first}'"))
         })?);
         let mut seen: HashSet<[u8; 32]> = HashSet::new();
+        let mut body = Vec::new();
         while let Some(url) = next.take() {
             let last = url
                 .query_pairs()
@@ -154,7 +155,8 @@ impl RegistryClient {
                 .and_then(|v| v.to_str().ok())
                 .and_then(next_link);
             let cap = self.settings.max_tag_page_bytes;
-            let body = read_capped(resp, cap, what, &url_s).await.map_err(|e| {
+            let read = read_capped_into(resp, cap, what, &url_s, &mut body).await;
+            read.map_err(|e| {
                 if e.kind == RegistryErrorKind::Integrity {
                     self.list_error(
                         RegistryErrorKind::Integrity,
@@ -177,7 +179,6 @@ impl RegistryClient {
                     ),
                 });
             }
-            drop(body);
             let Some(target) = link else {
                 continue;
             };
