@@ -1,7 +1,7 @@
 //! `RegistryClient`: one repository on one registry. Holds the HTTP client, the auth
 //! state and the request counter, and implements the request loop every operation goes
 //! through (authorisation challenges, retries with backoff, status → error kind), plus
-//! shared helpers (capped body reads, reference checks). Credentials are attached in one
+//! shared helpers (reference checks; capped body reads are in `body.rs`). Credentials are attached in one
 //! place, `send_retrying`, and only when the request's origin is the one they are bound
 //! to (see `origin.rs`). Manifests live in `manifest.rs`, blob streaming in `blob.rs`,
 //! tag listing in `tags.rs`, uploads in `push.rs`, the token request in `token.rs`. Must
@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use reqwest::header::{HeaderValue, AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE};
 
 use super::auth::{parse_challenge, AuthState, Authorization, Challenge};
@@ -377,51 +376,4 @@ pub(crate) fn unauthorized(what: &str, url: &str, detail: &str) -> RegistryError
 fn is_tls_failure(msg: &str) -> bool {
     let m = msg.to_ascii_lowercase();
     m.contains("certificate") || m.contains("unknownissuer") || m.contains("handshake")
-}
-
-/// Reads a whole body, failing with `Integrity` once it exceeds `max` bytes.
-pub(crate) async fn read_capped(
-    resp: reqwest::Response,
-    max: u64,
-    what: &str,
-    url: &str,
-) -> Result<Bytes, RegistryError> {
-    let mut buf = Vec::new();
-    read_capped_into(resp, max, what, url, &mut buf).await?;
-    Ok(Bytes::from(buf))
-}
-
-/// Reads a whole body into `buf` (cleared first), failing with `Integrity` once it
-/// exceeds `max` bytes. Reusing one buffer for a series of bodies (tag pages) keeps the
-/// allocator from piling up freed buffers of every size.
-pub(crate) async fn read_capped_into(
-    mut resp: reqwest::Response,
-    max: u64,
-    what: &str,
-    url: &str,
-    buf: &mut Vec<u8>,
-) -> Result<(), RegistryError> {
-    let too_big = || {
-        err(
-            RegistryErrorKind::Integrity,
-            format!("failed to {what} {url}: body exceeds the limit of {max} bytes"),
-        )
-    };
-    if resp.content_length().is_some_and(|n| n > max) {
-        return Err(too_big());
-    }
-    buf.clear();
-    buf.reserve(usize::try_from(resp.content_length().unwrap_or(0)).unwrap_or(0));
-    while let Some(chunk) = resp.chunk().await.map_err(|e| {
-        err(
-            RegistryErrorKind::Transport,
-            format!("failed to {what} {url}: {}", chain(&e)),
-        )
-    })? {
-        if (buf.len() + chunk.len()) as u64 > max {
-            return Err(too_big());
-        }
-        buf.extend_from_slice(&chunk);
-    }
-    Ok(())
 }

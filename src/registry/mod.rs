@@ -8,15 +8,17 @@
 //! tests and benchmarks assert on.
 //!
 //! Layout: `client` (session, request loop: auth, retries, status mapping), `manifest`,
-//! `auth` (challenges, token cache), `token` (the token request), `origin` (where
-//! credentials may go: links, redirects, realms), `retry` (backoff, `Retry-After`),
-//! `transport` (TLS, proxy, timeouts, redirects), `blob` (checked, resuming streams),
-//! `tags` (bounded pagination), `push` (uploads), `docker_config` (docker config JSON as
-//! data) and `credential_helper` (the CLI user's own config, whose helpers may run).
-//! This module must not import `reconcile`, `verify` or `storage`.
+//! `body` (capped body reads), `auth` (challenges, token cache), `token` (the token
+//! request), `origin` (where credentials may go: links, redirects, realms), `retry`
+//! (backoff, `Retry-After`), `transport` (TLS, proxy, timeouts, redirects), `blob`
+//! (checked, resuming streams), `tags` and `tag_page` (bounded pagination), `push`
+//! (uploads), `docker_config` (docker config JSON as data) and `credential_helper` (the
+//! CLI user's own config, whose helpers may run). This module must not import
+//! `reconcile`, `verify` or `storage`.
 
 pub mod auth;
 pub mod blob;
+mod body;
 pub mod client;
 pub mod credential_helper;
 pub mod docker_config;

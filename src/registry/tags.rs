@@ -23,7 +23,8 @@ use reqwest::header::LINK;
 use serde::de::DeserializeSeed;
 use sha2::{Digest as _, Sha256};
 
-use super::client::{err, read_capped_into, unexpected, Access, RegistryClient};
+use super::body::read_capped_into;
+use super::client::{err, unexpected, Access, RegistryClient};
 use super::origin::check_target;
 use super::tag_page::{Cap, Page, Sink};
 use crate::ports::{RegistryError, RegistryErrorKind};

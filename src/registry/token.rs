@@ -4,7 +4,8 @@
 //! token itself is sent only to the registry's origin (`client.rs`).
 
 use super::auth::TokenResponse;
-use super::client::{err, read_capped, unauthorized, RegistryClient};
+use super::body::read_capped;
+use super::client::{err, unauthorized, RegistryClient};
 use super::origin::{check_realm, BoundCredential, Origin};
 use crate::domain::secret::Redacted;
 use crate::ports::{RegistryError, RegistryErrorKind};
