@@ -4,7 +4,7 @@
 use crate::cli::RegistryArgs;
 use crate::domain::secret::{Credentials, Redacted};
 use crate::ports::{ClientIdentity, RegistryOptions};
-use crate::registry::docker_config;
+use crate::registry::credential_helper;
 
 use super::AppError;
 
@@ -25,7 +25,7 @@ pub fn options(args: &RegistryArgs, host: &str) -> Result<RegistryOptions, AppEr
                 password: Redacted::new(pass.to_string()),
             })
         }
-        None => docker_config::default_credentials(host).map_err(|e| {
+        None => credential_helper::default_credentials(host).map_err(|e| {
             AppError::Input(format!("failed to read the docker config for {host}: {e}"))
         })?,
     };

@@ -1,6 +1,8 @@
 //! Caps on everything read from a registry, so a hostile or broken artifact cannot
 //! exhaust memory or disk.
 
+use std::time::Duration;
+
 /// Limits applied while resolving and unpacking one artifact.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -14,6 +16,15 @@ pub struct Limits {
     pub max_entries: u64,
     /// Most tags read while listing a repository for a semver ref.
     pub max_tags: usize,
+    /// Largest body of one tag-list page, in bytes. A page of 1000 tags of the longest
+    /// valid length (128 characters) is about 131 KiB; registries that ignore `n` and
+    /// send every tag at once need more.
+    pub max_tag_page_bytes: u64,
+    /// Memory kept for the whole tag listing, in bytes: every kept tag counts its length
+    /// plus the bookkeeping of one `String`, every visited page a fixed amount.
+    pub max_tag_list_bytes: u64,
+    /// Longest a whole tag listing may take, whatever `spec.timeout` says.
+    pub max_tag_list_duration: Duration,
 }
 
 impl Default for Limits {
@@ -24,6 +35,9 @@ impl Default for Limits {
             max_uncompressed_bytes: 8 << 30,
             max_entries: 1_000_000,
             max_tags: 1_000_000,
+            max_tag_page_bytes: 16 << 20,
+            max_tag_list_bytes: 64 << 20,
+            max_tag_list_duration: Duration::from_secs(600),
         }
     }
 }

@@ -2,6 +2,11 @@
 //! `proxySecretRef`, `verify.secretRef`, `verify.trustedRootSecretRef`) into registry
 //! options and a verification policy. Secrets are read through [`crate::ports::Secrets`]
 //! on every reconcile and never written anywhere.
+//!
+//! Secrets are data only: a `dockerconfigjson` Secret is parsed into a
+//! [`DockerConfig`], which cannot run a credential helper, so a tenant's `credsStore` or
+//! `credHelpers` never makes the controller execute a program. When such a helper is the
+//! only place the Secret keeps the login for the host, the condition says so.
 
 use std::collections::BTreeMap;
 
@@ -59,10 +64,30 @@ fn docker_credentials(
         secret: secret.to_string(),
         problem: e.to_string(),
     };
-    DockerConfig::parse(json)
-        .map_err(|e| bad(&e))?
-        .credentials_for(host)
-        .map_err(|e| bad(&e))
+    let config = DockerConfig::parse(json).map_err(|e| bad(&e))?;
+    let stored = config.credentials_for(host).map_err(|e| bad(&e))?;
+    let Some(helper) = config.helper_for(host) else {
+        return Ok(stored);
+    };
+    if stored.is_some() {
+        tracing::info!(
+            secret,
+            field,
+            helper = %helper.name,
+            "ignoring the credential helper the Secret names ({}); credential helpers never run for Secrets, the login under 'auths' is used",
+            helper.source.key()
+        );
+        return Ok(stored);
+    }
+    Err(ReconcileError::SecretContent {
+        field,
+        secret: secret.to_string(),
+        problem: format!(
+            "its docker config keeps the login for {host} in the credential helper 'docker-credential-{}' ({}); credential helpers are ignored for Secrets, which are data only: put the login under 'auths' (kubectl create secret docker-registry NAME --docker-server={host} --docker-username=... --docker-password=...)",
+            helper.name,
+            helper.source.key()
+        ),
+    })
 }
 
 /// Registry options for `obj` and registry `host`, from the spec and its Secrets.
@@ -204,4 +229,54 @@ pub async fn verify_policy(
     })
     .map(Some)
     .map_err(ReconcileError::VerifyPolicy)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn data(json: &str) -> SecretData {
+        [(
+            ".dockerconfigjson".to_string(),
+            Redacted::new(json.as_bytes().to_vec()),
+        )]
+        .into_iter()
+        .collect()
+    }
+
+    #[test]
+    fn a_helper_named_by_a_secret_is_an_error_saying_helpers_are_ignored() {
+        for json in [
+            r#"{"credsStore":"evil"}"#,
+            r#"{"credHelpers":{"reg.example":"evil"},"auths":{"other.example":{"auth":"dTpw"}}}"#,
+        ] {
+            let e = docker_credentials(&data(json), "creds", "spec.secretRef", "reg.example")
+                .unwrap_err();
+            let msg = e.to_string();
+            assert!(
+                msg.contains("docker-credential-evil")
+                    && msg.contains("credential helpers are ignored for Secrets")
+                    && msg.contains("'creds'"),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn logins_under_auths_win_over_helpers_and_plain_configs_still_work() {
+        let with_store = r#"{"credsStore":"evil","auths":{"reg.example":{"auth":"dTpw"}}}"#;
+        let c = docker_credentials(&data(with_store), "creds", "spec.secretRef", "reg.example")
+            .unwrap()
+            .unwrap();
+        assert_eq!((c.username.as_str(), c.password.expose().as_str()), ("u", "p"));
+        let none = docker_credentials(
+            &data(r#"{"auths":{"other.example":{"auth":"dTpw"}}}"#),
+            "creds",
+            "spec.secretRef",
+            "reg.example",
+        )
+        .unwrap();
+        assert!(none.is_none());
+    }
 }

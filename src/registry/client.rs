@@ -1,22 +1,23 @@
 //! `RegistryClient`: one repository on one registry. Holds the HTTP client, the auth
 //! state and the request counter, and implements the request loop every operation goes
 //! through (authorisation challenges, retries with backoff, status → error kind), plus
-//! shared helpers (capped body reads, reference checks). Manifests live in `manifest.rs`,
-//! blob streaming in `blob.rs`,
-//! tag listing in `tags.rs`, uploads in `push.rs`. Must not import `reconcile`.
+//! shared helpers (reference checks; capped body reads are in `body.rs`). Credentials are attached in one
+//! place, `send_retrying`, and only when the request's origin is the one they are bound
+//! to (see `origin.rs`). Manifests live in `manifest.rs`, blob streaming in `blob.rs`,
+//! tag listing in `tags.rs`, uploads in `push.rs`, the token request in `token.rs`. Must
+//! not import `reconcile`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use reqwest::header::{HeaderValue, AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE};
 
-use super::auth::{parse_challenge, AuthState, Authorization, Challenge, TokenResponse};
+use super::auth::{parse_challenge, AuthState, Authorization, Challenge};
+use super::origin::{BoundCredential, Origin};
 use super::retry::{retryable_status, RetryPolicy};
 use super::transport::{chain, DEFAULT_TIMEOUT};
 use crate::domain::digest::Digest;
-use crate::domain::secret::Redacted;
 use crate::ports::{RegistryError, RegistryErrorKind, RegistryOptions};
 
 /// Limits and retry settings shared by the sessions a connector opens.
@@ -28,6 +29,12 @@ pub struct ClientSettings {
     pub max_manifest_bytes: u64,
     /// Most tags listed before giving up.
     pub max_tags: usize,
+    /// Largest body of one tag-list page.
+    pub max_tag_page_bytes: u64,
+    /// Memory the whole tag listing may keep (tags and visited pages).
+    pub max_tag_list_bytes: u64,
+    /// Longest a tag listing may take, even with a longer request timeout.
+    pub max_tag_list_duration: Duration,
     /// Counts every HTTP request sent, token requests included.
     pub counter: Arc<AtomicU64>,
     /// HTTP clients (connection pools, TLS configuration) shared by sessions with the same
@@ -42,6 +49,9 @@ impl Default for ClientSettings {
             retry: RetryPolicy::default(),
             max_manifest_bytes: limits.max_manifest_bytes,
             max_tags: limits.max_tags,
+            max_tag_page_bytes: limits.max_tag_page_bytes,
+            max_tag_list_bytes: limits.max_tag_list_bytes,
+            max_tag_list_duration: limits.max_tag_list_duration,
             counter: Arc::new(AtomicU64::new(0)),
             http: super::transport::HttpCache::default(),
         }
@@ -65,10 +75,13 @@ pub(crate) type Build<'a> =
 pub struct RegistryClient {
     pub(crate) http: reqwest::Client,
     base: String,
+    /// `base` parsed; its origin is the only one the session's credentials go to.
+    pub(crate) registry_url: reqwest::Url,
+    origin: Origin,
     pub(crate) repository: String,
-    auth: Arc<AuthState>,
+    pub(super) auth: Arc<AuthState>,
     pub(crate) settings: ClientSettings,
-    small_timeout: Duration,
+    pub(crate) small_timeout: Duration,
 }
 
 impl std::fmt::Debug for RegistryClient {
@@ -96,17 +109,22 @@ fn valid_repository(repo: &str) -> bool {
         })
 }
 
-/// True for a tag (`[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}`) or a `sha256:` digest.
-pub(crate) fn valid_reference(reference: &str) -> bool {
-    if reference.parse::<Digest>().is_ok() {
-        return true;
-    }
-    let b = reference.as_bytes();
+/// Longest tag the OCI distribution spec allows.
+pub const MAX_TAG_LEN: usize = 128;
+
+/// True for a tag of the distribution spec's grammar: `[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}`.
+pub fn valid_tag(tag: &str) -> bool {
+    let b = tag.as_bytes();
     !b.is_empty()
-        && b.len() <= 128
+        && b.len() <= MAX_TAG_LEN
         && (b[0].is_ascii_alphanumeric() || b[0] == b'_')
         && b.iter()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
+}
+
+/// True for a tag or a `sha256:` digest.
+pub(crate) fn valid_reference(reference: &str) -> bool {
+    reference.parse::<Digest>().is_ok() || valid_tag(reference)
 }
 
 impl RegistryClient {
@@ -130,9 +148,18 @@ impl RegistryClient {
             ));
         }
         let scheme = if options.insecure { "http" } else { "https" };
+        let base = format!("{scheme}://{host}");
+        let registry_url = reqwest::Url::parse(&base).map_err(|_| {
+            err(
+                RegistryErrorKind::Config,
+                format!("invalid registry host '{host}'"),
+            )
+        })?;
         Ok(Self {
             http: settings.http.client(options)?,
-            base: format!("{scheme}://{host}"),
+            origin: Origin::of(&registry_url),
+            registry_url,
+            base,
             repository: repository.to_string(),
             auth: Arc::new(AuthState::new(options.credentials.clone())),
             settings,
@@ -162,9 +189,16 @@ impl RegistryClient {
         }
     }
 
+    /// True when `url` is on the registry's origin (scheme, host, port).
+    pub(crate) fn is_registry_origin(&self, url: &reqwest::Url) -> bool {
+        self.origin.matches(url)
+    }
+
     /// Sends a request with authorisation, retries and status mapping: 401/403 →
     /// `Unauthorized`, 404 → `NotFound`, persistent 5xx/429/connection errors →
-    /// `Transport`. Other statuses are returned for the caller to judge.
+    /// `Transport`. Other statuses are returned for the caller to judge. A request to
+    /// another origin than the registry's (a `Link` elsewhere) carries no credentials, and
+    /// its challenges, or those of a redirect target, never change the session's auth.
     pub(crate) async fn send(
         &self,
         what: &str,
@@ -174,19 +208,33 @@ impl RegistryClient {
         build: Build<'_>,
     ) -> Result<reqwest::Response, RegistryError> {
         let scope = self.scope(access);
+        let ours = reqwest::Url::parse(url).is_ok_and(|u| self.is_registry_origin(&u));
         let mut challenged = false;
         loop {
             let header = match self.auth.authorization(&scope) {
+                _ if !ours => None,
                 Authorization::None => None,
                 Authorization::Header(h) => Some(h),
                 Authorization::NeedToken { realm, service } => {
                     Some(self.fetch_token(&realm, service.as_deref(), &scope).await?)
                 }
             };
+            let credential = header.map(|h| BoundCredential::new(h, self.origin.clone()));
             let resp = self
-                .send_retrying(what, url, small, build, header.as_ref())
+                .send_retrying(what, url, small, build, credential.as_ref())
                 .await?;
-            match resp.status().as_u16() {
+            let status = resp.status().as_u16();
+            if matches!(status, 401 | 403) && !self.is_registry_origin(resp.url()) {
+                return Err(err(
+                    RegistryErrorKind::Unauthorized,
+                    format!(
+                        "failed to {what} {url}: {} answered {status}; it is not the registry's origin ({}), and ocisource never sends the registry's credentials to another origin",
+                        resp.url().origin().ascii_serialization(),
+                        self.base
+                    ),
+                ));
+            }
+            match status {
                 401 => {
                     let challenge = resp
                         .headers()
@@ -229,14 +277,15 @@ impl RegistryClient {
         }
     }
 
-    /// One request with transport retries only (no auth logic).
-    async fn send_retrying(
+    /// One request with transport retries only (no auth logic); `credential` is attached
+    /// only when the request's URL is on its origin.
+    pub(super) async fn send_retrying(
         &self,
         what: &str,
         url: &str,
         small: bool,
         build: Build<'_>,
-        authorization: Option<&Redacted<String>>,
+        credential: Option<&BoundCredential>,
     ) -> Result<reqwest::Response, RegistryError> {
         let policy = &self.settings.retry;
         let attempts = policy.attempts.max(1);
@@ -246,14 +295,27 @@ impl RegistryClient {
             if small {
                 rb = rb.timeout(self.small_timeout);
             }
-            if let Some(a) = authorization {
+            let mut request = rb.build().map_err(|e| {
+                err(
+                    RegistryErrorKind::Protocol,
+                    format!("failed to {what} {url}: {}", chain(&e)),
+                )
+            })?;
+            // The one place credentials are attached: only for their own origin.
+            if let Some(a) = credential.and_then(|c| c.header_for(request.url())) {
                 let mut v = HeaderValue::from_str(a.expose())
                     .map_err(|_| err(RegistryErrorKind::Config, "failed to build the Authorization header: invalid characters in the credentials"))?;
                 v.set_sensitive(true);
-                rb = rb.header(AUTHORIZATION, v);
+                request.headers_mut().insert(AUTHORIZATION, v);
             }
             self.settings.counter.fetch_add(1, Ordering::Relaxed);
-            let delay = match rb.send().await {
+            let delay = match self.http.execute(request).await {
+                Err(e) if e.is_redirect() => {
+                    return Err(err(
+                        RegistryErrorKind::Protocol,
+                        format!("failed to {what} {url}: refused to follow a redirect: {}", chain(&e)),
+                    ));
+                }
                 Err(e) => {
                     let msg = chain(&e);
                     let tls = is_tls_failure(&msg);
@@ -295,64 +357,6 @@ impl RegistryClient {
             attempt += 1;
         }
     }
-
-    /// Fetches and caches a bearer token for `scope`; returns the header value.
-    async fn fetch_token(
-        &self,
-        realm: &str,
-        service: Option<&str>,
-        scope: &str,
-    ) -> Result<Redacted<String>, RegistryError> {
-        let mut url = reqwest::Url::parse(realm).map_err(|_| {
-            err(
-                RegistryErrorKind::Protocol,
-                format!(
-                    "failed to get a token: invalid realm '{realm}' in the registry's challenge"
-                ),
-            )
-        })?;
-        {
-            let mut q = url.query_pairs_mut();
-            if let Some(s) = service {
-                q.append_pair("service", s);
-            }
-            q.append_pair("scope", scope);
-        }
-        let url_s = url.to_string();
-        let basic = self.auth.basic_header();
-        let build = |c: &reqwest::Client| Ok(c.get(url.clone()));
-        let what = format!("get a token for {scope} from");
-        let resp = self
-            .send_retrying(&what, &url_s, true, &build, basic.as_ref())
-            .await?;
-        let status = resp.status();
-        if status == 401 || status == 403 {
-            return Err(unauthorized(
-                &what,
-                realm,
-                &format!("the token service answered {status}"),
-            ));
-        }
-        if !status.is_success() {
-            return Err(err(
-                RegistryErrorKind::Protocol,
-                format!("failed to {what} {realm}: unexpected status {status}"),
-            ));
-        }
-        let body = read_capped(resp, 1 << 20, &what, realm).await?;
-        let (token, life) = serde_json::from_slice::<TokenResponse>(&body)
-            .ok()
-            .and_then(TokenResponse::into_token)
-            .ok_or_else(|| {
-                err(
-                    RegistryErrorKind::Protocol,
-                    format!("failed to {what} {realm}: no token in the answer"),
-                )
-            })?;
-        let header = Redacted::new(format!("Bearer {}", token.expose()));
-        self.auth.store_token(scope, token, life);
-        Ok(header)
-    }
 }
 
 pub(crate) fn unexpected(what: &str, url: &str, status: reqwest::StatusCode) -> RegistryError {
@@ -362,7 +366,7 @@ pub(crate) fn unexpected(what: &str, url: &str, status: reqwest::StatusCode) -> 
     )
 }
 
-fn unauthorized(what: &str, url: &str, detail: &str) -> RegistryError {
+pub(crate) fn unauthorized(what: &str, url: &str, detail: &str) -> RegistryError {
     err(
         RegistryErrorKind::Unauthorized,
         format!("failed to {what} {url}: {detail}; check the credentials (spec.secretRef or spec.serviceAccountName; --creds or the docker config for the CLI)"),
@@ -372,35 +376,4 @@ fn unauthorized(what: &str, url: &str, detail: &str) -> RegistryError {
 fn is_tls_failure(msg: &str) -> bool {
     let m = msg.to_ascii_lowercase();
     m.contains("certificate") || m.contains("unknownissuer") || m.contains("handshake")
-}
-
-/// Reads a whole body, failing with `Integrity` once it exceeds `max` bytes.
-pub(crate) async fn read_capped(
-    mut resp: reqwest::Response,
-    max: u64,
-    what: &str,
-    url: &str,
-) -> Result<Bytes, RegistryError> {
-    let too_big = || {
-        err(
-            RegistryErrorKind::Integrity,
-            format!("failed to {what} {url}: body exceeds the limit of {max} bytes"),
-        )
-    };
-    if resp.content_length().is_some_and(|n| n > max) {
-        return Err(too_big());
-    }
-    let mut buf = BytesMut::new();
-    while let Some(chunk) = resp.chunk().await.map_err(|e| {
-        err(
-            RegistryErrorKind::Transport,
-            format!("failed to {what} {url}: {}", chain(&e)),
-        )
-    })? {
-        if (buf.len() + chunk.len()) as u64 > max {
-            return Err(too_big());
-        }
-        buf.extend_from_slice(&chunk);
-    }
-    Ok(buf.freeze())
 }

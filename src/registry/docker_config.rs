@@ -1,14 +1,13 @@
-//! Docker CLI credentials: parses a docker config JSON (`auths` keyed by host or URL,
-//! `auth` as base64 `user:pass` or `username`/`password`, `identitytoken`), asks
-//! `credHelpers`/`credsStore` helpers (`docker-credential-<name> get`), and finds the CLI
-//! default file (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`). Used by the
-//! CLI and for `dockerconfigjson` Secrets. Returns `domain::secret::Credentials`; never
-//! prints secrets. No HTTP here.
+//! Docker config JSON as data: parses `auths` (keyed by host or URL; `auth` as base64
+//! `user:pass`, or `username`/`password`, or `identitytoken`) and reports which credential
+//! helper (`credHelpers`, `credsStore`) the config names for a host. Nothing here runs a
+//! program: a [`DockerConfig`] built from any bytes (a tenant's `dockerconfigjson`
+//! Secret) can only ever yield the credentials written in it. Running helpers is the
+//! business of `credential_helper`, reachable only from the CLI user's own config file.
+//! Returns `domain::secret::Credentials`; never prints secrets. No HTTP here.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use base64::Engine as _;
 
@@ -59,7 +58,36 @@ struct AuthEntry {
     identitytoken: Option<String>,
 }
 
-/// A parsed docker config.
+/// Where a config names a credential helper for a host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HelperSource {
+    /// `credHelpers` has an entry for the host.
+    PerHost,
+    /// `credsStore`, the default helper for every host.
+    Store,
+}
+
+impl HelperSource {
+    /// The config key, as docker spells it.
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::PerHost => "credHelpers",
+            Self::Store => "credsStore",
+        }
+    }
+}
+
+/// A credential helper a config names for a host: the program would be
+/// `docker-credential-<name>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamedHelper {
+    /// The helper's name.
+    pub name: String,
+    /// Which key named it.
+    pub source: HelperSource,
+}
+
+/// A parsed docker config: data only, it cannot run a credential helper.
 #[derive(Clone, Default, serde::Deserialize)]
 pub struct DockerConfig {
     #[serde(default)]
@@ -109,27 +137,35 @@ impl DockerConfig {
         Self::parse(&bytes)
     }
 
-    /// Credentials for `host` (host[:port]): a per-host helper first, then `auths`,
-    /// then `credsStore`. `None` when the config has nothing for the host.
+    /// Credentials written in `auths` for `host` (host[:port]); `None` when there are
+    /// none. Never asks a credential helper.
     pub fn credentials_for(&self, host: &str) -> Result<Option<Credentials>, DockerConfigError> {
         let want = normalize_host(host);
-        if let Some(helper) = self
+        match self.auths.iter().find(|(k, _)| normalize_host(k) == want) {
+            Some((key, entry)) => entry_credentials(key, entry),
+            None => Ok(None),
+        }
+    }
+
+    /// The credential helper the docker CLI would ask for `host`: its `credHelpers`
+    /// entry, else `credsStore`. Only reports the name.
+    pub fn helper_for(&self, host: &str) -> Option<NamedHelper> {
+        let want = normalize_host(host);
+        let per_host = self
             .cred_helpers
             .iter()
             .find(|(k, _)| normalize_host(k) == want)
-            .map(|(_, v)| v)
-        {
-            return run_helper(helper, host);
-        }
-        if let Some((key, entry)) = self.auths.iter().find(|(k, _)| normalize_host(k) == want) {
-            if let Some(c) = entry_credentials(key, entry)? {
-                return Ok(Some(c));
-            }
-        }
-        match &self.creds_store {
-            Some(store) if !store.is_empty() => run_helper(store, host),
-            _ => Ok(None),
-        }
+            .map(|(_, v)| (v, HelperSource::PerHost));
+        let (name, source) = per_host.or_else(|| {
+            self.creds_store
+                .as_ref()
+                .filter(|s| !s.is_empty())
+                .map(|s| (s, HelperSource::Store))
+        })?;
+        Some(NamedHelper {
+            name: name.clone(),
+            source,
+        })
     }
 }
 
@@ -164,71 +200,6 @@ fn entry_credentials(host: &str, e: &AuthEntry) -> Result<Option<Credentials>, D
         }),
         _ => None,
     })
-}
-
-#[derive(serde::Deserialize)]
-struct HelperAnswer {
-    #[serde(rename = "Username")]
-    username: String,
-    #[serde(rename = "Secret")]
-    secret: String,
-}
-
-/// Runs `docker-credential-<helper> get` with `host` on stdin.
-fn run_helper(helper: &str, host: &str) -> Result<Option<Credentials>, DockerConfigError> {
-    let fail = |message: String| DockerConfigError::Helper {
-        helper: helper.into(),
-        host: host.into(),
-        message,
-    };
-    if !helper
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
-    {
-        return Err(fail("invalid helper name".into()));
-    }
-    let mut child = Command::new(format!("docker-credential-{helper}"))
-        .arg("get")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| fail(e.to_string()))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin
-            .write_all(host.as_bytes())
-            .map_err(|e| fail(e.to_string()))?;
-    }
-    let out = child.wait_with_output().map_err(|e| fail(e.to_string()))?;
-    if !out.status.success() {
-        // Helpers exit non-zero with "credentials not found" for unknown hosts.
-        return Ok(None);
-    }
-    let a: HelperAnswer =
-        serde_json::from_slice(&out.stdout).map_err(|_| fail("unreadable answer".into()))?;
-    Ok(Some(Credentials {
-        username: a.username,
-        password: Redacted::new(a.secret),
-    }))
-}
-
-/// The docker CLI's config file: `$DOCKER_CONFIG/config.json`, else
-/// `~/.docker/config.json`; `None` when neither variable is set.
-pub fn default_path() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("DOCKER_CONFIG").filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(dir).join("config.json"));
-    }
-    std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(|h| PathBuf::from(h).join(".docker").join("config.json"))
-}
-
-/// Credentials for `host` from the CLI default config; `None` when the file is absent.
-pub fn default_credentials(host: &str) -> Result<Option<Credentials>, DockerConfigError> {
-    match default_path().filter(|p| p.exists()) {
-        Some(p) => DockerConfig::load(&p)?.credentials_for(host),
-        None => Ok(None),
-    }
 }
 
 #[cfg(test)]
@@ -273,13 +244,25 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_helper_is_a_clear_error() {
-        let cfg =
-            DockerConfig::parse(br#"{"credHelpers":{"h.example":"ocisource-absent"}}"#).unwrap();
-        let e = cfg.credentials_for("h.example").unwrap_err();
-        assert!(
-            e.to_string().contains("docker-credential-ocisource-absent"),
-            "{e}"
+    fn helpers_are_named_but_never_asked() {
+        let cfg = DockerConfig::parse(
+            br#"{"credHelpers":{"h.example":"perhost"},"credsStore":"store",
+                 "auths":{"a.example":{"username":"u","password":"p"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            cfg.helper_for("h.example"),
+            Some(NamedHelper {
+                name: "perhost".into(),
+                source: HelperSource::PerHost
+            })
         );
+        assert_eq!(
+            cfg.helper_for("other.example").map(|h| h.source),
+            Some(HelperSource::Store)
+        );
+        assert!(cfg.credentials_for("h.example").unwrap().is_none());
+        assert!(cfg.credentials_for("a.example").unwrap().is_some());
+        assert_eq!(DockerConfig::default().helper_for("h.example"), None);
     }
 }

@@ -5,7 +5,8 @@
 
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 
-use super::client::{err, read_capped, unexpected, valid_reference, Access, RegistryClient};
+use super::body::read_capped;
+use super::client::{err, unexpected, valid_reference, Access, RegistryClient};
 use crate::domain::digest::Digest;
 use crate::domain::manifest::ACCEPTED_MANIFESTS;
 use crate::ports::{FetchedManifest, RegistryError, RegistryErrorKind};

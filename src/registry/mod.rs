@@ -7,20 +7,28 @@
 //! resume of blobs cut short, `Link`-header tag pagination, and a request counter that
 //! tests and benchmarks assert on.
 //!
-//! Layout: `client` (session, request loop: auth, retries, status mapping; manifests),
-//! `auth` (challenges, token cache), `retry` (backoff, `Retry-After`), `transport`
-//! (TLS, proxy, timeouts), `blob` (checked, resuming streams), `tags` (pagination),
-//! `push` (uploads), `docker_config` (docker CLI credentials). This module must not
-//! import `reconcile`, `verify` or `storage`.
+//! Layout: `client` (session, request loop: auth, retries, status mapping), `manifest`,
+//! `body` (capped body reads), `auth` (challenges, token cache), `token` (the token
+//! request), `origin` (where credentials may go: links, redirects, realms), `retry`
+//! (backoff, `Retry-After`), `transport` (TLS, proxy, timeouts, redirects), `blob`
+//! (checked, resuming streams), `tags` and `tag_page` (bounded pagination), `push`
+//! (uploads), `docker_config` (docker config JSON as data) and `credential_helper` (the
+//! CLI user's own config, whose helpers may run). This module must not import
+//! `reconcile`, `verify` or `storage`.
 
 pub mod auth;
 pub mod blob;
+mod body;
 pub mod client;
+pub mod credential_helper;
 pub mod docker_config;
 pub mod manifest;
+pub mod origin;
 pub mod push;
 pub mod retry;
+mod tag_page;
 pub mod tags;
+mod token;
 pub mod transport;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -65,6 +73,14 @@ impl HttpConnector {
     /// Replaces the cap on listed tags.
     pub fn with_max_tags(mut self, max: usize) -> Self {
         self.settings.max_tags = max;
+        self
+    }
+
+    /// Replaces the tag-listing caps: bytes of one page body, and memory kept for the
+    /// whole listing.
+    pub fn with_tag_list_limits(mut self, page_bytes: u64, list_bytes: u64) -> Self {
+        self.settings.max_tag_page_bytes = page_bytes;
+        self.settings.max_tag_list_bytes = list_bytes;
         self
     }
 

@@ -1,7 +1,9 @@
 //! Uploads for `ocisource push` and signature attaching (not part of the `Registry`
 //! port): blob existence (`HEAD`), monolithic blob uploads from memory or from a file
 //! stream (`POST /blobs/uploads/` then `PUT <location>?digest=`), and manifest `PUT`
-//! under a tag. Every request goes through `RegistryClient::send` with push scope.
+//! under a tag. Every request goes through `RegistryClient::send` with push scope, so an
+//! upload `Location` on another origin gets no credentials; one from https to http is
+//! refused.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -11,6 +13,7 @@ use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, LOCATION};
 use tokio::io::AsyncReadExt;
 
 use super::client::{err, unexpected, valid_reference, Access, RegistryClient};
+use super::origin::check_target;
 use crate::domain::digest::{Digest, Hasher};
 use crate::ports::{RegistryError, RegistryErrorKind};
 
@@ -138,6 +141,15 @@ impl RegistryClient {
                     format!("failed to start blob upload {start}: invalid Location"),
                 )
             })?;
+        if let Some(refused) = reqwest::Url::parse(&start)
+            .ok()
+            .and_then(|from| check_target(&from, &put).err())
+        {
+            return Err(err(
+                RegistryErrorKind::Protocol,
+                format!("failed to start blob upload {start}: refused its Location: {refused}"),
+            ));
+        }
         put.query_pairs_mut()
             .append_pair("digest", &digest.to_string());
         let put_s = put

@@ -1,6 +1,13 @@
 //! Builds the `reqwest` client for one session from `RegistryOptions`: extra CA roots,
-//! client identity (mTLS), proxy, connect and read timeouts. TLS verification is always
-//! on: there is deliberately no switch to skip it. No registry protocol here.
+//! client identity (mTLS), proxy, connect and read timeouts, and the redirect policy.
+//! TLS verification is always on: there is deliberately no switch to skip it. No
+//! registry protocol here.
+//!
+//! Redirects (blob GETs often redirect to storage on another host) are followed up to
+//! [`MAX_REDIRECTS`] hops, never from https to http. reqwest itself removes the
+//! `Authorization` header (and cookies) when a hop changes scheme, host or port
+//! (`reqwest::redirect::remove_sensitive_headers`), so credentials stay on their origin;
+//! `tests/registry_origins.rs` checks that on what the other origin receives.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -8,12 +15,31 @@ use std::time::Duration;
 
 use sha2::{Digest as _, Sha256};
 
+use super::origin::{check_target, OriginError};
 use crate::ports::{RegistryError, RegistryErrorKind, RegistryOptions};
 
 /// Default per-request timeout for small requests, and the read (idle) timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Longest wait for a TCP/TLS connection.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Most redirect hops followed for one request.
+pub const MAX_REDIRECTS: usize = 10;
+
+/// Follows a redirect unless it is one hop too many, leaves http(s), or goes from https
+/// to http.
+fn redirect_policy(attempt: reqwest::redirect::Attempt<'_>) -> reqwest::redirect::Action {
+    if attempt.previous().len() > MAX_REDIRECTS {
+        return attempt.error(OriginError::TooManyRedirects { max: MAX_REDIRECTS });
+    }
+    let refused = attempt
+        .previous()
+        .last()
+        .and_then(|from| check_target(from, attempt.url()).err());
+    match refused {
+        Some(e) => attempt.error(e),
+        None => attempt.follow(),
+    }
+}
 
 fn config_err(message: impl Into<String>) -> RegistryError {
     RegistryError::new(RegistryErrorKind::Config, message)
@@ -33,7 +59,8 @@ pub fn build_http(options: &RegistryOptions) -> Result<reqwest::Client, Registry
         .user_agent(ua)
         .connect_timeout(CONNECT_TIMEOUT.min(timeout))
         .read_timeout(timeout)
-        .redirect(reqwest::redirect::Policy::limited(10));
+        .redirect(reqwest::redirect::Policy::custom(redirect_policy))
+        .referer(false);
     if let Some(ca) = &options.ca_pem {
         let certs = reqwest::Certificate::from_pem_bundle(ca)
             .map_err(|e| config_err(format!("failed to parse the CA certificate (PEM): {e}")))?;
