@@ -12,6 +12,7 @@
     clippy::panic
 )]
 
+pub mod oneshot;
 pub mod pki;
 pub mod registry;
 
