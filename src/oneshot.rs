@@ -3,9 +3,11 @@
 //! each object is printed back with its new status; the exit code says whether all are
 //! Ready. The previous status of each object is kept under the storage directory, so a
 //! second run over unchanged digests costs one manifest HEAD per object, as in a cluster.
+//! Names are checked as the API server checks them before any becomes a path, and a run
+//! starts by removing the temp files a killed run left in the store.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use async_trait::async_trait;
 use base64::Engine as _;
@@ -13,9 +15,11 @@ use kube::ResourceExt;
 use serde::Deserialize;
 
 use crate::api::{OciRepository, OciRepositoryStatus};
+use crate::domain::names::{self, NameError, Rule};
 use crate::domain::secret::Redacted;
 use crate::ports::{SecretData, Secrets, SecretsError};
 use crate::reconcile::{self, Context, Report};
+use crate::storage::{Storage, StorageError};
 
 /// Failed to read the input files or the saved state.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +56,16 @@ pub enum OneShotError {
         api_version: String,
         /// A migration hint for Flux objects.
         hint: &'static str,
+    },
+    /// A name or namespace the API server would refuse.
+    #[error("document {index} of '{path}': {problem}")]
+    Name {
+        /// The file.
+        path: PathBuf,
+        /// 1-based document number.
+        index: usize,
+        /// Which field and rule.
+        problem: NameError,
     },
     /// No OCIRepository in the input.
     #[error("no OCIRepository found in the given files")]
@@ -160,6 +174,15 @@ pub fn read_inputs(paths: &[PathBuf]) -> Result<Input, OneShotError> {
                 continue;
             }
             let tm: TypeMeta = serde_yaml::from_value(value.clone()).map_err(|e| perr(&e))?;
+            let named = |ns: &str, name: &str| {
+                names::check("metadata.namespace", ns, Rule::Label)
+                    .and_then(|()| names::check("metadata.name", name, Rule::Subdomain))
+                    .map_err(|problem| OneShotError::Name {
+                        path: path.clone(),
+                        index,
+                        problem,
+                    })
+            };
             match (tm.api_version.as_str(), tm.kind.as_str()) {
                 ("ocisource.dev/v1beta1", "OCIRepository") => {
                     let mut obj: OciRepository =
@@ -168,6 +191,7 @@ pub fn read_inputs(paths: &[PathBuf]) -> Result<Input, OneShotError> {
                         obj.metadata.namespace = Some("default".into());
                     }
                     obj.metadata.generation.get_or_insert(1);
+                    named(&obj.namespace().unwrap_or_default(), &obj.name_any())?;
                     objects.push(obj);
                 }
                 ("v1", "Secret") => {
@@ -183,12 +207,14 @@ pub fn read_inputs(paths: &[PathBuf]) -> Result<Input, OneShotError> {
                         data.insert(k, Redacted::new(v.into_bytes()));
                     }
                     let ns = s.metadata.namespace.unwrap_or_else(|| "default".into());
+                    named(&ns, &s.metadata.name)?;
                     secrets.secrets.insert((ns, s.metadata.name), data);
                 }
                 ("v1", "ServiceAccount") => {
                     let sa: ServiceAccountDoc =
                         serde_yaml::from_value(value).map_err(|e| perr(&e))?;
                     let ns = sa.metadata.namespace.unwrap_or_else(|| "default".into());
+                    named(&ns, &sa.metadata.name)?;
                     secrets.service_accounts.insert(
                         (ns, sa.metadata.name),
                         sa.image_pull_secrets.into_iter().map(|r| r.name).collect(),
@@ -218,47 +244,57 @@ pub fn read_inputs(paths: &[PathBuf]) -> Result<Input, OneShotError> {
     Ok(Input { objects, secrets })
 }
 
-fn state_path(storage_root: &Path, obj: &OciRepository) -> PathBuf {
-    storage_root
-        .join(".state")
-        .join(obj.namespace().unwrap_or_default())
-        .join(format!("{}.json", obj.name_any()))
+/// `.state/<namespace>/<name>.json` in the store: hidden, so never served.
+fn state_path(obj: &OciRepository) -> Result<String, NameError> {
+    let (ns, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
+    names::check_object(&ns, &name)?;
+    Ok(format!(".state/{ns}/{name}.json"))
 }
 
 /// The status saved by the previous run, when the object carries none.
-pub fn load_state(storage_root: &Path, obj: &mut OciRepository) {
+pub fn load_state(storage: &Storage, obj: &mut OciRepository) {
     if obj.status.is_some() {
         return;
     }
-    let saved: Option<OciRepositoryStatus> = std::fs::read(state_path(storage_root, obj))
+    let saved: Option<OciRepositoryStatus> = state_path(obj)
         .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok());
+        .and_then(|rel| storage.resolve(&rel).ok())
+        .and_then(|path| crate::storage::open_regular(&path).ok().flatten())
+        .and_then(|file| serde_json::from_reader(std::io::BufReader::new(file)).ok());
     obj.status = saved;
 }
 
-/// Saves the status for the next run (write to a temp file, then rename).
-pub fn save_state(storage_root: &Path, obj: &OciRepository) -> std::io::Result<()> {
-    let path = state_path(storage_root, obj);
-    let dir = path
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| storage_root.to_path_buf());
-    std::fs::create_dir_all(&dir)?;
-    let tmp = tempfile::NamedTempFile::new_in(&dir)?;
-    serde_json::to_writer(tmp.as_file(), &obj.status).map_err(std::io::Error::other)?;
-    tmp.persist(&path).map_err(|e| e.error)?;
-    Ok(())
+/// Saves the status for the next run (a locked temp file, then a rename).
+pub fn save_state(storage: &Storage, obj: &OciRepository) -> Result<(), StorageError> {
+    let rel = state_path(obj)?;
+    let bytes = serde_json::to_vec(&obj.status).map_err(|e| StorageError::Write {
+        path: storage.root().join(&rel),
+        source: std::io::Error::other(e),
+    })?;
+    storage.write_file(&rel, &bytes).map(drop)
 }
 
 /// Reconciles every object once, in order, and returns them with their reports.
 pub async fn run(objects: Vec<OciRepository>, ctx: &Context) -> Vec<(OciRepository, Report)> {
+    match ctx.storage.remove_stale_temps() {
+        Ok(removed) if !removed.is_empty() => {
+            tracing::info!(
+                files = removed.len(),
+                "removed temp files left by an earlier run"
+            )
+        }
+        Ok(_) => {}
+        Err(e) => {
+            tracing::warn!(error = %reconcile::error::chain(&e), "failed to remove stale temp files")
+        }
+    }
     let mut out = Vec::with_capacity(objects.len());
     for mut obj in objects {
-        load_state(ctx.storage.root(), &mut obj);
+        load_state(&ctx.storage, &mut obj);
         let report = reconcile::reconcile(&obj, ctx, chrono::Utc::now()).await;
         obj.status = Some(report.status.clone());
-        if let Err(e) = save_state(ctx.storage.root(), &obj) {
-            tracing::warn!(object = %obj.name_any(), error = %e, "failed to save one-shot state");
+        if let Err(e) = save_state(&ctx.storage, &obj) {
+            tracing::warn!(object = %obj.name_any(), error = %reconcile::error::chain(&e), "failed to save one-shot state");
         }
         out.push((obj, report));
     }

@@ -1,10 +1,14 @@
 //! The HTTP side of the controller (axum): serves stored artifacts read-only by their
 //! relative path, plus `/healthz`, `/readyz` and Prometheus `/metrics`. Artifact requests
 //! never list directories, never leave the storage root (no `..`, no absolute or
-//! percent-encoded paths, no symlink escapes) and never expose temp files (names starting
-//! with `.`). Files are streamed in chunks, never read whole. This module imports no
-//! reconciler code; the reconciler feeds [`Metrics`].
+//! percent-encoded paths, no symlink escapes), never expose temp files (names starting
+//! with `.`) and serve regular files only: the file is opened non-blocking and checked
+//! through its handle, so a FIFO or device in the store is a 404, not a hung request.
+//! Files are streamed in chunks, never read whole. [`serve`] runs the routes on a
+//! listener with timeouts, a connection cap and a bounded shutdown. This module imports
+//! no reconciler code; the reconciler feeds [`Metrics`].
 
+mod listen;
 mod metrics;
 
 use std::path::{Component, Path, PathBuf};
@@ -20,6 +24,7 @@ use axum::Router;
 use bytes::BytesMut;
 use tokio::io::AsyncReadExt;
 
+pub use listen::{serve, Limits};
 pub use metrics::Metrics;
 
 /// Read size per chunk when streaming an artifact.
@@ -80,7 +85,12 @@ async fn artifact(State(state): State<AppState>, request: Request) -> Response {
     let Some(path) = resolve(&state.root, request.uri().path()).await else {
         return not_found();
     };
-    let Ok(file) = tokio::fs::File::open(&path).await else {
+    let Ok(file) = tokio::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&path)
+        .await
+    else {
         return not_found();
     };
     let Ok(meta) = file.metadata().await else {

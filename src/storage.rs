@@ -3,15 +3,26 @@
 //! Every artifact is written to a hidden temp file in its target directory while its
 //! sha256 and size are computed, fsynced, then renamed into place: readers see the old
 //! file or the new one, never a partial one, and a failed write leaves nothing behind.
-//! Also garbage collection by count and age, and the integrity check used at start-up.
+//! A writer holds a lock on its temp file until it commits or drops it, so temp files left
+//! by a killed process are told apart from live ones and removed at start-up and before
+//! every write to their directory ([`temp`]). Names become paths only after the
+//! Kubernetes name rules passed (`domain::names`). Also garbage collection by count and
+//! age ([`gc`]) and the integrity check used at start-up.
 //! Sync `std::fs` only; callers run it in `spawn_blocking`.
 
+mod gc;
+mod pending;
+mod temp;
+
 use std::fs::{self, File};
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
-use std::time::{Duration, SystemTime};
 
 use crate::domain::digest::{Digest, Hasher};
+use crate::domain::names::{self, NameError};
+
+pub use pending::PendingArtifact;
 
 /// Kind folder for OCIRepository artifacts.
 pub const OCI_KIND_DIR: &str = "ocirepository";
@@ -58,6 +69,26 @@ pub enum StorageError {
     /// A relative path tried to leave the storage root.
     #[error("artifact path '{0}' is not a plain relative path inside the storage root")]
     BadPath(String),
+    /// An object name that Kubernetes would refuse cannot name a folder of the store.
+    #[error("refusing to build an artifact path from an invalid object name")]
+    BadName(#[from] NameError),
+}
+
+impl StorageError {
+    /// The storage error carried inside an I/O error that a [`PendingArtifact`] returned
+    /// from `write` (writers in between, such as a compressor, pass it on unchanged), or
+    /// the I/O error itself when it carries none.
+    pub fn recover(e: io::Error) -> Result<StorageError, io::Error> {
+        if !e.get_ref().is_some_and(|inner| inner.is::<StorageError>()) {
+            return Err(e);
+        }
+        let kind = e.kind();
+        match e.into_inner().map(|inner| inner.downcast::<StorageError>()) {
+            Some(Ok(storage)) => Ok(*storage),
+            Some(Err(other)) => Err(io::Error::new(kind, other)),
+            None => Err(io::Error::from(kind)),
+        }
+    }
 }
 
 /// The artifact store.
@@ -65,6 +96,8 @@ pub enum StorageError {
 pub struct Storage {
     root: PathBuf,
     durable: bool,
+    /// The store owns its directories: stale temp files in them are removed.
+    owned: bool,
 }
 
 /// A file that was stored: where, its digest, its size.
@@ -78,77 +111,24 @@ pub struct StoredFile {
     pub size: u64,
 }
 
-/// An artifact being written; dropped without [`PendingArtifact::commit`], it is deleted.
-pub struct PendingArtifact {
-    rel: String,
-    target: PathBuf,
-    file: BufWriter<tempfile::NamedTempFile>,
-    hasher: Hasher,
-    /// The digest the bytes are already known to have (checked upstream), or `None` to hash.
-    known: Option<Digest>,
-    written: u64,
-    durable: bool,
-}
-
-impl Write for PendingArtifact {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.file.write(buf)?;
-        if self.known.is_none() {
-            self.hasher.update(&buf[..n]);
-        }
-        self.written += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.file.flush()
-    }
-}
-
-impl PendingArtifact {
-    /// Bytes written so far.
-    pub fn written(&self) -> u64 {
-        self.written
-    }
-
-    /// Syncs and renames the temp file into place, replacing any file of the same name.
-    pub fn commit(self) -> Result<StoredFile, StorageError> {
-        let werr = |source| StorageError::Write {
-            path: self.target.clone(),
-            source,
-        };
-        let tmp = self.file.into_inner().map_err(|e| werr(e.into_error()))?;
-        if self.durable {
-            tmp.as_file().sync_all().map_err(werr)?;
-        }
-        tmp.persist(&self.target).map_err(|e| werr(e.error))?;
-        if let (true, Some(dir)) = (self.durable, self.target.parent()) {
-            // Make the rename durable; failure here is not fatal on filesystems without dir fsync.
-            let _ = File::open(dir).and_then(|d| d.sync_all());
-        }
-        let digest = self.known.unwrap_or_else(|| self.hasher.finish());
-        Ok(StoredFile {
-            path: self.rel,
-            digest,
-            size: self.written,
-        })
-    }
-}
-
 impl Storage {
     /// A store rooted at `root` (created on first write).
     pub fn new(root: impl Into<PathBuf>) -> Self {
         Self {
             root: root.into(),
             durable: true,
+            owned: true,
         }
     }
 
-    /// A store that does not fsync before renaming, for one-off CLI output (`pull -o`),
-    /// as `curl -o` or `tar` do not. The controller's store is durable: every artifact is
-    /// synced to disk before it is renamed into place and published.
+    /// A store for one-off CLI output (`pull -o`) in the user's own directory: it does not
+    /// fsync before renaming, as `curl -o` or `tar` do not, and it removes no file of that
+    /// directory but its own temp file. The controller's store is durable (every artifact
+    /// is synced to disk before it is renamed into place and published) and owns its
+    /// directories (temp files left by a crash are removed).
     pub fn without_fsync(mut self) -> Self {
         self.durable = false;
+        self.owned = false;
         self
     }
 
@@ -157,14 +137,24 @@ impl Storage {
         &self.root
     }
 
-    /// `ocirepository/<namespace>/<name>`: the folder of one object's artifacts.
-    pub fn object_dir(namespace: &str, name: &str) -> String {
-        format!("{OCI_KIND_DIR}/{namespace}/{name}")
+    /// `ocirepository/<namespace>/<name>`: the folder of one object's artifacts. Fails
+    /// when the namespace is not an RFC 1123 label or the name not an RFC 1123 subdomain.
+    pub fn object_dir(namespace: &str, name: &str) -> Result<String, StorageError> {
+        names::check_object(namespace, name)?;
+        Ok(format!("{OCI_KIND_DIR}/{namespace}/{name}"))
     }
 
-    /// `ocirepository/<namespace>/<name>/<file_name>`.
-    pub fn artifact_path(namespace: &str, name: &str, file_name: &str) -> String {
-        format!("{}/{file_name}", Self::object_dir(namespace, name))
+    /// `ocirepository/<namespace>/<name>/<file_name>`, with the checks of
+    /// [`Storage::object_dir`].
+    pub fn artifact_path(
+        namespace: &str,
+        name: &str,
+        file_name: &str,
+    ) -> Result<String, StorageError> {
+        Ok(format!(
+            "{}/{file_name}",
+            Self::object_dir(namespace, name)?
+        ))
     }
 
     /// The absolute path of a relative artifact path, refusing anything that leaves the root.
@@ -177,7 +167,8 @@ impl Storage {
         Ok(self.root.join(p))
     }
 
-    /// Starts writing `rel`: a hidden temp file in the same directory.
+    /// Starts writing `rel`: a hidden, locked temp file in the same directory. Stale temp
+    /// files in that directory (left by a killed writer) are removed first.
     pub fn create(&self, rel: &str) -> Result<PendingArtifact, StorageError> {
         self.create_inner(rel, None)
     }
@@ -204,36 +195,44 @@ impl Storage {
             source,
         };
         fs::create_dir_all(&dir).map_err(cerr)?;
-        let tmp = tempfile::Builder::new()
-            .prefix(".tmp-")
-            .tempfile_in(&dir)
-            .map_err(cerr)?;
-        Ok(PendingArtifact {
-            rel: rel.to_string(),
-            target,
-            file: BufWriter::with_capacity(256 << 10, tmp),
-            hasher: Hasher::default(),
-            known,
-            written: 0,
-            durable: self.durable,
-        })
+        if self.owned {
+            if let Err(e) = temp::remove_stale(&dir) {
+                tracing::warn!(error = %e, "failed to remove stale temp files");
+            }
+        }
+        let tmp = temp::create_locked(&dir).map_err(cerr)?;
+        Ok(PendingArtifact::new(rel, target, tmp, known, self.durable))
     }
 
-    /// True when `rel` exists and its sha256 is `digest`.
+    /// Writes `bytes` to `rel` atomically (small files: the one-shot state).
+    pub fn write_file(&self, rel: &str, bytes: &[u8]) -> Result<StoredFile, StorageError> {
+        let mut pending = self.create(rel)?;
+        if let Err(e) = io::Write::write_all(&mut pending, bytes) {
+            return Err(
+                StorageError::recover(e).unwrap_or_else(|source| StorageError::Write {
+                    path: self.root.join(rel),
+                    source,
+                }),
+            );
+        }
+        pending.commit()
+    }
+
+    /// True when `rel` exists and its sha256 is `digest`. Only regular files are read: a
+    /// FIFO or device in its place counts as missing and never blocks.
     pub fn verify(&self, rel: &str, digest: &Digest) -> Result<bool, StorageError> {
         let path = self.resolve(rel)?;
-        let mut file = match File::open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-            Err(source) => return Err(StorageError::Read { path, source }),
+        let rerr = |source| StorageError::Read {
+            path: path.clone(),
+            source,
+        };
+        let Some(mut file) = open_regular(&path).map_err(rerr)? else {
+            return Ok(false);
         };
         let mut hasher = Hasher::default();
         let mut buf = vec![0u8; 256 << 10];
         loop {
-            let n = file.read(&mut buf).map_err(|source| StorageError::Read {
-                path: path.clone(),
-                source,
-            })?;
+            let n = file.read(&mut buf).map_err(rerr)?;
             if n == 0 {
                 break;
             }
@@ -242,110 +241,51 @@ impl Storage {
         Ok(&hasher.finish() == digest)
     }
 
-    /// True when `rel` exists.
+    /// True when `rel` exists as a regular file.
     pub fn exists(&self, rel: &str) -> bool {
-        self.resolve(rel).is_ok_and(|p| p.is_file())
+        self.resolve(rel)
+            .is_ok_and(|p| fs::symlink_metadata(p).is_ok_and(|m| m.is_file()))
     }
 
-    /// Deletes old artifacts in `dir_rel`: the file `keep` always stays, the newest
-    /// `records` files stay, and of the rest those older than `ttl` go. Stale temp files
-    /// older than `ttl` go too. Returns the relative paths deleted.
-    pub fn garbage_collect(
-        &self,
-        dir_rel: &str,
-        keep: &str,
-        records: usize,
-        ttl: Duration,
-        now: SystemTime,
-    ) -> Result<Vec<String>, StorageError> {
-        let dir = self.resolve(dir_rel)?;
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(source) => return Err(StorageError::Read { path: dir, source }),
-        };
-        let mut files: Vec<(SystemTime, String)> = Vec::new();
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let meta = match entry.metadata() {
-                Ok(m) if m.is_file() => m,
-                _ => continue,
-            };
-            files.push((meta.modified().unwrap_or(now), name));
-        }
-        files.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-        let keep_name = keep.rsplit('/').next().unwrap_or(keep);
-        let mut removed = Vec::new();
-        let mut kept = 0usize;
-        for (mtime, name) in files {
-            let old = now.duration_since(mtime).unwrap_or_default() > ttl;
-            let is_temp = name.starts_with('.');
-            let delete = if name == keep_name {
-                kept += 1;
-                false
-            } else if is_temp {
-                old
-            } else {
-                kept += 1;
-                kept > records && old
-            };
-            if delete {
-                let path = dir.join(&name);
-                fs::remove_file(&path).map_err(|source| StorageError::Remove { path, source })?;
-                removed.push(format!("{dir_rel}/{name}"));
-            }
-        }
-        Ok(removed)
-    }
-
-    /// Removes every artifact of an object (finalizer).
-    pub fn remove_dir(&self, dir_rel: &str) -> Result<(), StorageError> {
-        let dir = self.resolve(dir_rel)?;
-        match fs::remove_dir_all(&dir) {
+    /// Deletes the file `rel` (a tampered artifact); a missing file is not an error.
+    pub fn remove_file(&self, rel: &str) -> Result<(), StorageError> {
+        let path = self.resolve(rel)?;
+        match fs::remove_file(&path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(source) => Err(StorageError::Remove { path: dir, source }),
+            Err(source) => Err(StorageError::Remove { path, source }),
         }
     }
 
-    /// Every artifact file under the kind folder, as relative paths (temp files excluded).
-    pub fn list_artifacts(&self) -> Result<Vec<String>, StorageError> {
-        let mut out = Vec::new();
-        let base = self.root.join(OCI_KIND_DIR);
-        for ns in read_dir_names(&base)? {
-            for name in read_dir_names(&base.join(&ns))? {
-                for file in read_dir_names(&base.join(&ns).join(&name))? {
-                    if !file.starts_with('.') {
-                        out.push(format!("{OCI_KIND_DIR}/{ns}/{name}/{file}"));
-                    }
-                }
-            }
-        }
-        out.sort();
-        Ok(out)
+    /// Removes every temp file under the root that no live writer holds (start-up, after
+    /// a crash). Returns their paths relative to the root.
+    pub fn remove_stale_temps(&self) -> Result<Vec<String>, StorageError> {
+        temp::remove_stale_under(&self.root)
     }
 }
 
-fn read_dir_names(dir: &Path) -> Result<Vec<String>, StorageError> {
-    match fs::read_dir(dir) {
-        Ok(entries) => Ok(entries
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(source) => Err(StorageError::Read {
-            path: dir.to_path_buf(),
-            source,
-        }),
-    }
+/// Opens `path` for reading if it is a regular file; `None` when it is missing or is
+/// anything else. Opened non-blocking, so a FIFO put in its place cannot hang the caller.
+pub(crate) fn open_regular(path: &Path) -> io::Result<Option<File>> {
+    let file = match fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    Ok(file.metadata()?.is_file().then_some(file))
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
-    fn store() -> (tempfile::TempDir, Storage) {
+    pub(super) fn store() -> (tempfile::TempDir, Storage) {
         let dir = tempfile::tempdir().unwrap();
         let s = Storage::new(dir.path());
         (dir, s)
@@ -354,7 +294,7 @@ mod tests {
     #[test]
     fn commit_renames_into_place_with_digest_and_size() {
         let (_d, s) = store();
-        let rel = Storage::artifact_path("ns", "app", "abc.tar.gz");
+        let rel = Storage::artifact_path("ns", "app", "abc.tar.gz").unwrap();
         let mut p = s.create(&rel).unwrap();
         p.write_all(b"hello world").unwrap();
         let stored = p.commit().unwrap();
@@ -370,31 +310,13 @@ mod tests {
     fn known_digest_files_report_it_and_their_size() {
         let (_d, s) = store();
         let s = s.without_fsync();
-        let rel = Storage::artifact_path("ns", "app", "layer.tgz");
+        let rel = Storage::artifact_path("ns", "app", "layer.tgz").unwrap();
         let mut p = s.create_known(&rel, Digest::of(b"blob")).unwrap();
         p.write_all(b"blob").unwrap();
         assert_eq!(p.written(), 4);
         let stored = p.commit().unwrap();
         assert_eq!((stored.digest, stored.size), (Digest::of(b"blob"), 4));
         assert!(s.verify(&rel, &Digest::of(b"blob")).unwrap());
-    }
-
-    #[test]
-    fn dropped_pending_artifact_leaves_the_old_file_and_no_temp() {
-        let (_d, s) = store();
-        let rel = Storage::artifact_path("ns", "app", "a.tar.gz");
-        let mut p = s.create(&rel).unwrap();
-        p.write_all(b"v1").unwrap();
-        p.commit().unwrap();
-        let mut p2 = s.create(&rel).unwrap();
-        p2.write_all(b"partial v2").unwrap();
-        drop(p2);
-        assert_eq!(fs::read(s.resolve(&rel).unwrap()).unwrap(), b"v1");
-        let names: Vec<_> = fs::read_dir(s.resolve("ocirepository/ns/app").unwrap())
-            .unwrap()
-            .flatten()
-            .collect();
-        assert_eq!(names.len(), 1, "temp file left behind");
     }
 
     #[test]
@@ -409,49 +331,54 @@ mod tests {
     }
 
     #[test]
-    fn gc_keeps_current_and_newest_records_and_drops_old_ones() {
-        let (_d, s) = store();
-        let dir = Storage::object_dir("ns", "app");
-        for n in ["a", "b", "c", "d"] {
-            let mut p = s.create(&format!("{dir}/{n}.tar.gz")).unwrap();
-            p.write_all(n.as_bytes()).unwrap();
-            p.commit().unwrap();
-            std::thread::sleep(Duration::from_millis(20));
+    fn object_names_that_kubernetes_refuses_never_become_paths() {
+        for (ns, name) in [
+            ("..", "app"),
+            ("ns", ".."),
+            ("ns", "a/b"),
+            ("a/b", "x"),
+            ("", "x"),
+        ] {
+            let err = Storage::object_dir(ns, name).unwrap_err();
+            assert!(matches!(err, StorageError::BadName(_)), "{ns}/{name}");
+            assert!(Storage::artifact_path(ns, name, "f.tar.gz").is_err());
         }
-        let later = SystemTime::now() + Duration::from_secs(3600);
-        // records = 2: d (newest) and c stay by count, a is current; b goes.
-        let removed = s
-            .garbage_collect(
-                &dir,
-                &format!("{dir}/a.tar.gz"),
-                2,
-                Duration::from_secs(60),
-                later,
-            )
-            .unwrap();
-        assert_eq!(removed, vec![format!("{dir}/b.tar.gz")]);
-        // Nothing is old yet: nothing goes, whatever the count.
-        let removed = s
-            .garbage_collect(
-                &dir,
-                &format!("{dir}/d.tar.gz"),
-                1,
-                Duration::from_secs(60),
-                SystemTime::now(),
-            )
-            .unwrap();
-        assert!(removed.is_empty());
+        assert_eq!(
+            Storage::object_dir("team-1", "app.v2").unwrap(),
+            "ocirepository/team-1/app.v2"
+        );
     }
 
     #[test]
-    fn remove_dir_deletes_an_objects_artifacts() {
+    fn a_fifo_is_neither_an_artifact_nor_readable() {
+        let (d, s) = store();
+        let rel = "ocirepository/ns/app/fifo.tar.gz";
+        fs::create_dir_all(d.path().join("ocirepository/ns/app")).unwrap();
+        let status = std::process::Command::new("mkfifo")
+            .arg(d.path().join(rel))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        assert!(!s.exists(rel));
+        // Opening a FIFO for reading would block until a writer comes; this returns.
+        assert!(!s.verify(rel, &Digest::of(b"")).unwrap());
+    }
+
+    #[test]
+    fn write_file_replaces_atomically_and_storage_errors_survive_io_wrapping() {
         let (_d, s) = store();
-        let rel = Storage::artifact_path("ns", "app", "a.tar.gz");
-        let mut p = s.create(&rel).unwrap();
-        p.write_all(b"x").unwrap();
-        p.commit().unwrap();
-        s.remove_dir(&Storage::object_dir("ns", "app")).unwrap();
-        assert!(!s.exists(&rel));
-        s.remove_dir(&Storage::object_dir("ns", "app")).unwrap();
+        s.write_file(".state/ns/app.json", b"{}").unwrap();
+        s.write_file(".state/ns/app.json", b"{\"a\":1}").unwrap();
+        assert_eq!(
+            fs::read(s.resolve(".state/ns/app.json").unwrap()).unwrap(),
+            b"{\"a\":1}"
+        );
+        let inner = StorageError::BadPath("x".into());
+        let wrapped = io::Error::other(inner);
+        assert!(matches!(
+            StorageError::recover(wrapped),
+            Ok(StorageError::BadPath(_))
+        ));
+        assert!(StorageError::recover(io::Error::other("plain")).is_err());
     }
 }

@@ -77,8 +77,13 @@ async fn deletion_removes_the_objects_storage_then_the_finalizer() {
         .clone();
     assert!(env.storage().exists(&path));
     // Another object's artifact in the same namespace must survive.
-    let other = Storage::artifact_path(NS, "other", "keep.tar.gz");
-    std::fs::create_dir_all(env.dir.path().join(Storage::object_dir(NS, "other"))).unwrap();
+    let other = Storage::artifact_path(NS, "other", "keep.tar.gz").unwrap();
+    std::fs::create_dir_all(
+        env.dir
+            .path()
+            .join(Storage::object_dir(NS, "other").unwrap()),
+    )
+    .unwrap();
     std::fs::write(env.dir.path().join(&other), b"x").unwrap();
 
     let obj = obj.deleting();
@@ -86,7 +91,11 @@ async fn deletion_removes_the_objects_storage_then_the_finalizer() {
         .reconcile(&obj, Scenario::RemoveFinalizer(obj.clone()))
         .await;
     assert_eq!(action.unwrap(), Action::await_change());
-    assert!(!env.dir.path().join(Storage::object_dir(NS, "app")).exists());
+    assert!(!env
+        .dir
+        .path()
+        .join(Storage::object_dir(NS, "app").unwrap())
+        .exists());
     assert_eq!(env.storage().list_artifacts().unwrap(), vec![other]);
 }
 
@@ -150,15 +159,18 @@ fn startup_check_deletes_tampered_reports_missing_and_removes_orphans() {
     let dir = tempfile::tempdir().unwrap();
     let storage = Storage::new(dir.path());
     let write = |name: &str, bytes: &[u8]| {
-        let rel = Storage::artifact_path(NS, name, "a.tar.gz");
-        std::fs::create_dir_all(dir.path().join(Storage::object_dir(NS, name))).unwrap();
+        let rel = Storage::artifact_path(NS, name, "a.tar.gz").unwrap();
+        std::fs::create_dir_all(dir.path().join(Storage::object_dir(NS, name).unwrap())).unwrap();
         std::fs::write(dir.path().join(&rel), bytes).unwrap();
         rel
     };
     let good = write("good", b"good bytes");
     let tampered = write("tampered", b"changed after publishing");
     let orphan = write("gone", b"no object");
-    let missing = Storage::artifact_path(NS, "missing", "a.tar.gz");
+    let missing = Storage::artifact_path(NS, "missing", "a.tar.gz").unwrap();
+    // What a writer killed mid-pull leaves: a temp file nobody holds a lock on.
+    let stale = format!("{}/.tmp-killed", Storage::object_dir(NS, "good").unwrap());
+    std::fs::write(dir.path().join(&stale), b"partial").unwrap();
     let objects = [
         with_artifact("good", &good, &sha256(b"good bytes")),
         with_artifact("tampered", &tampered, &sha256(b"published bytes")),
@@ -171,7 +183,8 @@ fn startup_check_deletes_tampered_reports_missing_and_removes_orphans() {
         StartupReport {
             tampered: vec![tampered.clone()],
             missing: vec![missing],
-            orphans: vec![Storage::object_dir(NS, "gone")],
+            orphans: vec![Storage::object_dir(NS, "gone").unwrap()],
+            stale_temps: vec![stale.clone()],
         }
     );
     assert!(storage.exists(&good));
@@ -180,6 +193,7 @@ fn startup_check_deletes_tampered_reports_missing_and_removes_orphans() {
         "a tampered artifact is deleted for rebuild"
     );
     assert!(!storage.exists(&orphan));
+    assert!(!dir.path().join(&stale).exists());
     assert_eq!(storage.list_artifacts().unwrap(), vec![good]);
 }
 

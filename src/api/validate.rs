@@ -138,33 +138,21 @@ pub(crate) fn spec(spec: &OciRepositorySpec) -> Result<(), InvalidSpec> {
             );
         }
     }
-    match parse_duration(&spec.interval) {
-        None => bad(
-            "spec.interval",
-            format!(
-                "invalid duration '{}': expected e.g. 30s, 10m, 1h",
-                spec.interval
-            ),
-        ),
-        Some(d) if d.is_zero() => bad("spec.interval", "must be greater than zero".to_string()),
-        Some(_) => {}
+    match crate::domain::duration::parse(&spec.interval) {
+        Err(e) => bad("spec.interval", e.to_string()),
+        Ok(d) if d.is_zero() => bad("spec.interval", "must be greater than zero".to_string()),
+        Ok(_) => {}
     }
-    match parse_duration(&spec.timeout) {
-        Some(d) if spec.timeout.contains('h') || d.is_zero() => bad(
+    match crate::domain::duration::parse(&spec.timeout) {
+        Err(e) => bad("spec.timeout", e.to_string()),
+        Ok(d) if spec.timeout.contains('h') || d.is_zero() => bad(
             "spec.timeout",
             format!(
                 "invalid timeout '{}': expected e.g. 60s or 5m",
                 spec.timeout
             ),
         ),
-        None => bad(
-            "spec.timeout",
-            format!(
-                "invalid timeout '{}': expected e.g. 60s or 5m",
-                spec.timeout
-            ),
-        ),
-        Some(_) => {}
+        Ok(_) => {}
     }
     let refs = [
         ("spec.secretRef.name", spec.secret_ref.as_ref()),
@@ -339,35 +327,9 @@ fn is_semver_range(range: &str) -> bool {
 }
 
 /// Parses a Go duration made of `ms`, `s`, `m`, `h` parts (`1h30m`, `1.5s`), the format
-/// of `spec.interval` and `spec.timeout`.
+/// of `spec.interval` and `spec.timeout`; `None` when it does not parse or is too long.
 pub fn parse_duration(text: &str) -> Option<Duration> {
-    let mut rest = text;
-    let mut total = 0f64;
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let number_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
-        let (number, tail) = rest.split_at(number_len);
-        if number.is_empty() || number.starts_with('.') || number.ends_with('.') {
-            return None;
-        }
-        let value: f64 = number.parse().ok()?;
-        let (scale, tail) = if let Some(t) = tail.strip_prefix("ms") {
-            (0.001, t)
-        } else if let Some(t) = tail.strip_prefix('s') {
-            (1.0, t)
-        } else if let Some(t) = tail.strip_prefix('m') {
-            (60.0, t)
-        } else if let Some(t) = tail.strip_prefix('h') {
-            (3600.0, t)
-        } else {
-            return None;
-        };
-        total += value * scale;
-        rest = tail;
-    }
-    Duration::try_from_secs_f64(total).ok()
+    crate::domain::duration::parse(text).ok()
 }
 
 #[cfg(test)]

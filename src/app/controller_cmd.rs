@@ -1,6 +1,8 @@
 //! `ocisource controller`: wires the Kubernetes client, the HTTP registry connector, the
 //! cosign verifier and the disk store into the controller; starts the artifact, metrics
 //! and health servers; runs the start-up storage check; takes the leader Lease if asked.
+//! SIGTERM or SIGINT stops it at any point, also while it waits for the Lease; the
+//! servers then get their grace period and the command returns.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -8,6 +10,8 @@ use std::time::Duration;
 
 use kube::api::ListParams;
 use kube::{Api, Client};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use crate::api::OciRepository;
 use crate::cli::ControllerArgs;
@@ -16,22 +20,48 @@ use crate::controller::secrets::KubeSecrets;
 use crate::controller::{self, startup, KubeContext, WatchScope};
 use crate::reconcile::{Context, Settings};
 use crate::registry::HttpConnector;
-use crate::server::{self, Metrics};
+use crate::server::{self, Limits, Metrics};
 use crate::storage::Storage;
 use crate::verify::CosignVerifier;
 
 use super::AppError;
 
-async fn serve(addr: &str, router: axum::Router, what: &'static str) -> Result<(), AppError> {
+/// Binds `addr` and serves `router` there until `stop` changes or closes.
+async fn serve(
+    addr: &str,
+    router: axum::Router,
+    what: &'static str,
+    mut stop: watch::Receiver<()>,
+) -> Result<JoinHandle<()>, AppError> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| AppError::Input(format!("failed to listen on {addr} ({what}): {e}")))?;
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, router).await {
-            tracing::error!(error = %e, "{what} server stopped");
+    Ok(tokio::spawn(async move {
+        let stopped = async move {
+            let _ = stop.changed().await;
+        };
+        server::serve(listener, router, Limits::default(), stopped).await;
+        tracing::info!("{what} server stopped");
+    }))
+}
+
+/// Completes on SIGTERM or SIGINT.
+async fn terminated() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "failed to watch SIGTERM");
+                std::future::pending::<()>().await;
+            }
         }
-    });
-    Ok(())
+    };
+    tokio::select! {
+        () = term => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
 }
 
 /// Runs the controller until SIGTERM/SIGINT, or until the leader Lease is lost.
@@ -39,7 +69,6 @@ pub async fn run(args: ControllerArgs) -> Result<(), AppError> {
     let client = Client::try_default()
         .await
         .map_err(|e| AppError::Input(format!("failed to configure the Kubernetes client: {e}")))?;
-    let storage = Storage::new(&args.storage_path);
     std::fs::create_dir_all(&args.storage_path).map_err(|e| {
         AppError::Input(format!(
             "failed to create --storage-path '{}': {e}",
@@ -49,14 +78,47 @@ pub async fn run(args: ControllerArgs) -> Result<(), AppError> {
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
     let router = server::router(args.storage_path.clone(), ready.clone(), metrics.clone());
-    serve(&args.storage_addr, router.clone(), "artifact").await?;
-    serve(&args.metrics_addr, router.clone(), "metrics").await?;
-    serve(&args.health_addr, router, "health").await?;
+    let (stop_tx, stop_rx) = watch::channel(());
+    let mut servers = Vec::new();
+    for (addr, what) in [
+        (&args.storage_addr, "artifact"),
+        (&args.metrics_addr, "metrics"),
+        (&args.health_addr, "health"),
+    ] {
+        servers.push(serve(addr, router.clone(), what, stop_rx.clone()).await?);
+    }
+    // Until the controller runs (it watches the signals itself), a signal stops here.
+    let result = tokio::select! {
+        prepared = prepare(args, client, metrics) => match prepared {
+            Ok((kctx, scope)) => {
+                ready.store(true, Ordering::Relaxed);
+                controller::run(kctx, scope).await;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        },
+        () = terminated() => {
+            tracing::info!("stopping before the controller started");
+            Ok(())
+        }
+    };
+    drop(stop_tx);
+    for s in servers {
+        let _ = s.await;
+    }
+    result
+}
 
+/// The Lease (when asked), the start-up storage check, and the controller's context.
+async fn prepare(
+    args: ControllerArgs,
+    client: Client,
+    metrics: Arc<Metrics>,
+) -> Result<(Arc<KubeContext>, WatchScope), AppError> {
+    let storage = Storage::new(&args.storage_path);
     let namespace = (!args.watch_all_namespaces).then(|| args.runtime_namespace.clone());
     if args.leader_elect {
-        let identity = std::env::var("POD_NAME")
-            .unwrap_or_else(|_| format!("ocisource-{}", std::process::id()));
+        let identity = leader::identity().map_err(|e| AppError::Failed(e.to_string()))?;
         let cfg = LeaseConfig {
             namespace: args.runtime_namespace.clone(),
             name: "ocisource-leader-election".into(),
@@ -76,12 +138,22 @@ pub async fn run(args: ControllerArgs) -> Result<(), AppError> {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    match api.list(&ListParams::default()).await {
-        Ok(list) => match startup::check_storage(&storage, &list.items) {
-            Ok(r) => tracing::info!(tampered = r.tampered.len(), missing = r.missing.len(), orphans = r.orphans.len(), "start-up storage check done"),
-            Err(e) => tracing::warn!(error = %e, "start-up storage check failed"),
-        },
-        Err(e) => return Err(AppError::Failed(format!("failed to list OCIRepositories (is the CRD installed? run 'ocisource crd | kubectl apply -f -'): {e}"))),
+    let list = api.list(&ListParams::default()).await.map_err(|e| {
+        AppError::Failed(format!("failed to list OCIRepositories (is the CRD installed? run 'ocisource crd | kubectl apply -f -'): {e}"))
+    })?;
+    let check = storage.clone();
+    match tokio::task::spawn_blocking(move || startup::check_storage(&check, &list.items)).await {
+        Ok(Ok(r)) => tracing::info!(
+            tampered = r.tampered.len(),
+            missing = r.missing.len(),
+            orphans = r.orphans.len(),
+            stale_temps = r.stale_temps.len(),
+            "start-up storage check done"
+        ),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %crate::reconcile::error::chain(&e), "start-up storage check failed")
+        }
+        Err(e) => tracing::warn!(error = %e, "start-up storage check failed"),
     }
 
     let advertised = args.storage_adv_addr.clone().unwrap_or_else(|| {
@@ -111,15 +183,10 @@ pub async fn run(args: ControllerArgs) -> Result<(), AppError> {
         external_artifact: args.external_artifact,
         external_artifact_missing: AtomicBool::new(false),
     });
-    ready.store(true, Ordering::Relaxed);
-    controller::run(
-        kctx,
-        WatchScope {
-            namespace,
-            label_selector: args.watch_label_selector,
-            concurrency: args.concurrent,
-        },
-    )
-    .await;
-    Ok(())
+    let scope = WatchScope {
+        namespace,
+        label_selector: args.watch_label_selector,
+        concurrency: args.concurrent,
+    };
+    Ok((kctx, scope))
 }

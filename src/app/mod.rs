@@ -85,6 +85,8 @@ pub fn main(cli: Cli) -> ExitCode {
             }
         }
     });
+    // Blocking tasks still running (a read stuck in the kernel) must not hold the exit.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

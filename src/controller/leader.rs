@@ -1,7 +1,10 @@
 //! Leader election with a `coordination.k8s.io/v1` Lease, for `--leader-elect`: only the
 //! holder reconciles (and so writes artifacts and status); the others wait. The holder
 //! renews every third of the lease duration; a holder that cannot renew within the lease
-//! duration stops, so two replicas never reconcile at once for long.
+//! duration stops, so two replicas never reconcile at once for long. Each process campaigns
+//! under its own [`identity`]: the pod name (downward API `POD_NAME`) or the host name,
+//! plus a random suffix, so no two replicas (all PID 1 in their containers) and no
+//! restarted process ever share one, as client-go's `hostname_<uuid>` does.
 
 use std::time::Duration;
 
@@ -10,6 +13,38 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::PostParams;
 use kube::{Api, Client};
+
+/// Failed to make this process's identity.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaderError {
+    /// The system's random source failed.
+    #[error("failed to read random bytes for the leader-election identity: {0}")]
+    Random(String),
+}
+
+/// This process's Lease identity: `<pod name>_<16 hex digits>`, the pod name from
+/// `POD_NAME` (the chart sets it from the downward API), else the host name (a pod's
+/// host name is its name), with a random suffix drawn once per call.
+pub fn identity() -> Result<String, LeaderError> {
+    let random = getrandom::u64().map_err(|e| LeaderError::Random(e.to_string()))?;
+    let pod = std::env::var("POD_NAME").ok();
+    let host = hostname::get()
+        .ok()
+        .map(|h| h.to_string_lossy().into_owned());
+    Ok(identity_from(pod.as_deref(), host.as_deref(), random))
+}
+
+/// [`identity`] from its parts (pure): the first non-empty of `pod` and `host` (else
+/// `ocisource`), `_`, and `random` in hex.
+pub fn identity_from(pod: Option<&str>, host: Option<&str>, random: u64) -> String {
+    let base = [pod, host]
+        .into_iter()
+        .flatten()
+        .map(str::trim)
+        .find(|s| !s.is_empty())
+        .unwrap_or("ocisource");
+    format!("{base}_{random:016x}")
+}
 
 /// Lease settings.
 #[derive(Clone, Debug)]
@@ -153,8 +188,53 @@ pub async fn acquire_and_hold(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identity_is_the_pod_or_host_name_with_a_random_suffix() {
+        assert_eq!(
+            identity_from(Some("ocisource-7d9f-abc"), Some("h"), 0xbeef),
+            "ocisource-7d9f-abc_000000000000beef"
+        );
+        assert_eq!(
+            identity_from(None, Some("node-a"), 1),
+            "node-a_0000000000000001"
+        );
+        assert_eq!(
+            identity_from(Some(""), Some(" "), 2),
+            "ocisource_0000000000000002"
+        );
+        assert_eq!(
+            identity_from(None, None, u64::MAX),
+            "ocisource_ffffffffffffffff"
+        );
+    }
+
+    #[test]
+    fn two_processes_of_the_same_pod_get_different_identities() {
+        // Same POD_NAME and host name (every replica of the scratch image is PID 1):
+        // only the random suffix tells them apart, and it does.
+        let a = identity().unwrap();
+        let b = identity().unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a.rsplit_once('_').unwrap().0, b.rsplit_once('_').unwrap().0);
+        assert_ne!(
+            decide(None, &a, Timestamp::from_second(1).unwrap()),
+            Decision::Wait
+        );
+        let held = LeaseSpec {
+            holder_identity: Some(a.clone()),
+            renew_time: Some(MicroTime(Timestamp::from_second(1).unwrap())),
+            lease_duration_seconds: Some(15),
+            ..LeaseSpec::default()
+        };
+        assert_eq!(
+            decide(Some(&held), &b, Timestamp::from_second(2).unwrap()),
+            Decision::Wait
+        );
+    }
 
     fn spec(holder: &str, renewed: i64, secs: i32) -> LeaseSpec {
         LeaseSpec {

@@ -178,9 +178,8 @@ async fn cleanup(
 ) -> Result<Action, ControllerError> {
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
-    kctx.core
-        .storage
-        .remove_dir(&Storage::object_dir(&ns, &name))
+    Storage::object_dir(&ns, &name)
+        .and_then(|dir| kctx.core.storage.remove_dir(&dir))
         .map_err(|source| ControllerError::Cleanup {
             object: format!("{ns}/{name}"),
             source,

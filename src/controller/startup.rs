@@ -1,7 +1,8 @@
-//! The start-up storage check (RFC-0012): every artifact published in an OCIRepository
-//! status is checked against its digest; a tampered one is deleted so the next reconcile
-//! rebuilds it (a missing one is rebuilt the same way), and folders of objects that no
-//! longer exist are removed. Disk only, no Kubernetes I/O: the caller lists the objects.
+//! The start-up storage check (RFC-0012): temp files left by a killed writer are removed;
+//! every artifact published in an OCIRepository status is checked against its digest; a
+//! tampered one is deleted so the next reconcile rebuilds it (a missing one is rebuilt
+//! the same way), and folders of objects that no longer exist are removed. Disk only
+//! through the store's own API, no Kubernetes I/O: the caller lists the objects.
 
 use std::collections::BTreeSet;
 
@@ -17,6 +18,8 @@ pub struct StartupReport {
     pub missing: Vec<String>,
     /// Object folders with no object, removed.
     pub orphans: Vec<String>,
+    /// Temp files no writer held (left by a crash), removed.
+    pub stale_temps: Vec<String>,
 }
 
 /// Checks the store against `objects` (all OCIRepositories this controller manages).
@@ -24,12 +27,17 @@ pub fn check_storage(
     storage: &Storage,
     objects: &[OciRepository],
 ) -> Result<StartupReport, StorageError> {
-    let mut report = StartupReport::default();
+    let mut report = StartupReport {
+        stale_temps: storage.remove_stale_temps()?,
+        ..StartupReport::default()
+    };
     let mut live = BTreeSet::new();
     for obj in objects {
         let ns = obj.metadata.namespace.clone().unwrap_or_default();
         let name = obj.metadata.name.clone().unwrap_or_default();
-        live.insert(Storage::object_dir(&ns, &name));
+        if let Ok(dir) = Storage::object_dir(&ns, &name) {
+            live.insert(dir);
+        }
         let Some(artifact) = obj.status.as_ref().and_then(|s| s.artifact.as_ref()) else {
             continue;
         };
@@ -39,12 +47,7 @@ pub fn check_storage(
         if !storage.exists(&artifact.path) {
             report.missing.push(artifact.path.clone());
         } else if !storage.verify(&artifact.path, &digest)? {
-            std::fs::remove_file(storage.resolve(&artifact.path)?).map_err(|source| {
-                StorageError::Remove {
-                    path: storage.root().join(&artifact.path),
-                    source,
-                }
-            })?;
+            storage.remove_file(&artifact.path)?;
             report.tampered.push(artifact.path.clone());
         }
     }

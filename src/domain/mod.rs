@@ -1,5 +1,6 @@
 //! Pure rules of ocisource: references, digests, manifests, tag and layer choice,
-//! ignore rules, limits, verification policy, condition summary, requeue policy.
+//! ignore rules, limits, Kubernetes names, durations, verification policy, condition
+//! summary, requeue policy.
 //! Nothing here performs I/O, and nothing here may import kube, tokio, reqwest, axum or
 //! sigstore crates (`hack/check-domain.sh` enforces it).
 
@@ -9,6 +10,7 @@ pub mod ignore;
 pub mod layers;
 pub mod limits;
 pub mod manifest;
+pub mod names;
 pub mod reference;
 pub mod requeue;
 pub mod secret;

@@ -1,5 +1,6 @@
 //! When to reconcile again: at `interval` with jitter after a success, with bounded
-//! exponential backoff after a retryable failure, never on its own after a stall.
+//! exponential backoff after a retryable failure, never on its own after a stall. The
+//! interval comes from the user: nothing here can overflow or panic, whatever its size.
 
 use std::time::Duration;
 
@@ -7,11 +8,13 @@ use std::time::Duration;
 pub const JITTER: f64 = 0.05;
 
 /// `interval` moved by up to ±5%, deterministically from `seed` (e.g. a hash of the
-/// object and the time) so a fleet of objects does not requeue in lockstep.
+/// object and the time) so a fleet of objects does not requeue in lockstep. Saturates at
+/// `Duration::MAX` instead of overflowing.
 pub fn with_jitter(interval: Duration, seed: u64) -> Duration {
-    // Map the seed to [-1, 1).
+    // Map the seed to [-1, 1].
     let unit = (seed % 2001) as f64 / 1000.0 - 1.0;
-    interval.mul_f64(1.0 + unit * JITTER)
+    Duration::try_from_secs_f64(interval.as_secs_f64() * (1.0 + unit * JITTER))
+        .unwrap_or(Duration::MAX)
 }
 
 /// Backoff after the `failures`-th failure in a row: 1s, 2s, 4s … capped by `interval`
@@ -39,6 +42,18 @@ mod tests {
             );
         }
         assert_ne!(with_jitter(i, 1), with_jitter(i, 1500));
+    }
+
+    #[test]
+    fn jitter_of_huge_intervals_does_not_panic() {
+        // 5000000000000000h, which once passed validation, and the largest Duration.
+        let huge = Duration::from_secs(5_000_000_000_000_000 * 3600);
+        for seed in [0u64, 1000, 2000] {
+            assert!(with_jitter(huge, seed) >= huge.mul_f64(0.94));
+            assert!(with_jitter(Duration::MAX, seed) >= Duration::MAX.mul_f64(0.94));
+        }
+        assert_eq!(with_jitter(Duration::MAX, 2000), Duration::MAX);
+        assert_eq!(backoff(u32::MAX, Duration::MAX), Duration::from_secs(300));
     }
 
     #[test]

@@ -112,6 +112,29 @@ pub enum PipelineErrorKind {
 }
 
 impl PipelineError {
+    /// A failed merge of the layers of manifest `digest`; when it failed writing to the
+    /// store (a full disk), the storage failure behind it, with its path.
+    pub fn from_archive(digest: String, source: ArchiveError) -> Self {
+        match source {
+            ArchiveError::Write { source } => match StorageError::recover(source) {
+                Ok(storage) => Self::Storage(storage),
+                Err(source) => Self::Archive {
+                    digest,
+                    source: ArchiveError::Write { source },
+                },
+            },
+            source => Self::Archive { digest, source },
+        }
+    }
+
+    /// A failed copy into the store: the storage failure it carries, else a worker failure.
+    pub fn from_write(e: std::io::Error) -> Self {
+        match StorageError::recover(e) {
+            Ok(storage) => Self::Storage(storage),
+            Err(e) => Self::Worker(e.to_string()),
+        }
+    }
+
     /// The kind of failure.
     pub fn kind(&self) -> PipelineErrorKind {
         let from_registry = |e: &RegistryError| match e.kind {

@@ -225,7 +225,7 @@ async fn merge_pass(
     if let Some(e) = registry_failure {
         return Err(e);
     }
-    match merged.map_err(|source| PipelineError::Archive { digest, source })? {
+    match merged.map_err(|source| PipelineError::from_archive(digest, source))? {
         MergeOutcome::Done { out, .. } => {
             let stored = tokio::task::spawn_blocking(move || out.commit())
                 .await
@@ -270,7 +270,7 @@ async fn copy_layer(
             source,
         });
     }
-    let pending = copied.map_err(|e| PipelineError::Worker(e.to_string()))?;
+    let pending = copied.map_err(PipelineError::from_write)?;
     let stored = tokio::task::spawn_blocking(move || pending.commit())
         .await
         .map_err(|e| PipelineError::Worker(e.to_string()))??;

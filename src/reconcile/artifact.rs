@@ -75,7 +75,7 @@ pub async fn store(
         namespace,
         name,
         &format!("{}.tar.gz", source.resolved.digest.hex()),
-    );
+    )?;
     let selector = layer_selector(obj);
     let stored = pipeline::store_layers(
         source.registry.clone(),
@@ -100,7 +100,7 @@ pub async fn store(
         Err(_) => 0,
     };
     ctx.metrics.add_bytes_pulled(pulled);
-    let dir = Storage::object_dir(namespace, name);
+    let dir = Storage::object_dir(namespace, name)?;
     if let Err(e) = ctx.storage.garbage_collect(
         &dir,
         &stored.path,

@@ -13,6 +13,7 @@
 )]
 
 pub mod cluster;
+pub mod oneshot;
 pub mod pki;
 pub mod registry;
 
