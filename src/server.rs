@@ -30,47 +30,55 @@ pub use metrics::Metrics;
 /// Read size per chunk when streaming an artifact.
 const CHUNK: usize = 64 * 1024;
 
-#[derive(Clone)]
-struct AppState {
-    root: Arc<PathBuf>,
-    ready: Arc<AtomicBool>,
-    metrics: Arc<Metrics>,
+/// The artifact routes only: what the artifact listener serves. `storage_root` is the
+/// artifact storage directory.
+pub fn artifact_router(storage_root: PathBuf) -> Router {
+    Router::new()
+        .fallback(artifact)
+        .with_state(Arc::new(storage_root))
 }
 
-/// The server's routes. `storage_root` is the artifact storage directory; `ready` turns
-/// `/readyz` to 200; `metrics` is rendered at `/metrics`.
-pub fn router(storage_root: PathBuf, ready: Arc<AtomicBool>, metrics: Arc<Metrics>) -> Router {
-    let state = AppState {
-        root: Arc::new(storage_root),
-        ready,
-        metrics,
-    };
+/// The probes only: `/healthz`, and `/readyz` (200 once `ready` is true).
+pub fn health_router(ready: Arc<AtomicBool>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(render_metrics))
-        .fallback(artifact)
-        .with_state(state)
+        .with_state(ready)
 }
 
-async fn readyz(State(state): State<AppState>) -> Response {
-    if state.ready.load(Ordering::Acquire) {
+/// Prometheus `/metrics` only.
+pub fn metrics_router(metrics: Arc<Metrics>) -> Router {
+    Router::new()
+        .route("/metrics", get(render_metrics))
+        .with_state(metrics)
+}
+
+/// The three route sets on one router, for one-listener setups (the one-shot tests and
+/// embedders); the controller serves each on its own listener.
+pub fn router(storage_root: PathBuf, ready: Arc<AtomicBool>, metrics: Arc<Metrics>) -> Router {
+    health_router(ready)
+        .merge(metrics_router(metrics))
+        .merge(artifact_router(storage_root))
+}
+
+async fn readyz(State(ready): State<Arc<AtomicBool>>) -> Response {
+    if ready.load(Ordering::Acquire) {
         (StatusCode::OK, "ok").into_response()
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "not ready").into_response()
     }
 }
 
-async fn render_metrics(State(state): State<AppState>) -> Response {
+async fn render_metrics(State(metrics): State<Arc<Metrics>>) -> Response {
     let content_type = HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8");
     (
         [(header::CONTENT_TYPE, content_type)],
-        state.metrics.render(),
+        metrics.render(),
     )
         .into_response()
 }
 
-async fn artifact(State(state): State<AppState>, request: Request) -> Response {
+async fn artifact(State(root): State<Arc<PathBuf>>, request: Request) -> Response {
     let head = match *request.method() {
         Method::GET => false,
         Method::HEAD => true,
@@ -82,7 +90,7 @@ async fn artifact(State(state): State<AppState>, request: Request) -> Response {
                 .into_response()
         }
     };
-    let Some(path) = resolve(&state.root, request.uri().path()).await else {
+    let Some(path) = resolve(&root, request.uri().path()).await else {
         return not_found();
     };
     let Ok(file) = tokio::fs::OpenOptions::new()

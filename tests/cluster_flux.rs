@@ -128,6 +128,20 @@ async fn ready_from_real_registry_with_external_artifact() {
         .unwrap()
         .contains(artifact["revision"].as_str().unwrap()));
 
+    // Each listener serves only its own routes: no metrics or probes where artifacts are.
+    let c = &s.controller;
+    let path = artifact["path"].as_str().unwrap();
+    for (addr, route, served) in [
+        (&c.storage_addr, "metrics", false),
+        (&c.storage_addr, "healthz", false),
+        (&c.metrics_addr, "metrics", true),
+        (&c.metrics_addr, path, false),
+        (&c.health_addr, "readyz", true),
+        (&c.health_addr, path, false),
+    ] {
+        let got = c.fetch(&format!("http://{addr}/{route}"));
+        assert_eq!(got.is_ok(), served, "GET http://{addr}/{route}: {got:?}");
+    }
     let body = s
         .controller
         .fetch(artifact["url"].as_str().unwrap())

@@ -278,3 +278,96 @@ async fn leader_election_hands_over_and_keeps_serving() {
         obj["status"]["artifact"]["digest"].as_str().unwrap()
     );
 }
+
+/// A replica that loses the Lease (another holder took it over) stops reconciling and
+/// turns unready, but does not exit: it campaigns again and leads once the Lease is free.
+#[tokio::test(flavor = "multi_thread")]
+async fn lost_lease_stops_reconciling_and_campaigns_again() {
+    let values = json!({"replicas": 2});
+    let Some(mut env) = Env::start("lostlease", &values) else {
+        return;
+    };
+    let ns = env.ns.name.clone();
+    let lease = "ocisource-leader-election";
+    let held_by = |who: &'static str| {
+        move |l: &serde_json::Value| {
+            l["spec"]["holderIdentity"]
+                .as_str()
+                .is_some_and(|h| h.starts_with(who))
+        }
+    };
+    env.cluster.wait_for(
+        "lease",
+        &ns,
+        lease,
+        WAIT,
+        "held by ocisource-0",
+        held_by("ocisource-0"),
+    );
+    let now = chrono::Utc::now()
+        .format("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string();
+    let patch = json!({"spec": {"holderIdentity": "intruder", "renewTime": now, "leaseDurationSeconds": 20}});
+    env.cluster.kubectl_ok(&[
+        "patch",
+        "lease",
+        "-n",
+        &ns,
+        lease,
+        "--type=merge",
+        "-p",
+        &patch.to_string(),
+    ]);
+    let readyz = format!("http://{}/readyz", env.controller.health_addr);
+    let deadline = Instant::now() + WAIT;
+    while env.controller.fetch(&readyz).is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "still ready after losing the Lease:\n{}",
+            env.controller.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(
+        env.controller.running(),
+        "a lost Lease must not end the process:\n{}",
+        env.controller.log_text()
+    );
+    // The intruder never renews: once its Lease expires, the replica leads again.
+    env.cluster.wait_for(
+        "lease",
+        &ns,
+        lease,
+        WAIT,
+        "taken back",
+        held_by("ocisource-0"),
+    );
+    registry_reconciles(&env, &ns).await;
+    assert!(env.controller.running());
+}
+
+/// After a (re)gained Lease, a new object is reconciled to Ready.
+async fn registry_reconciles(env: &Env, ns: &str) {
+    env.registry
+        .push_artifact(
+            "app/back",
+            "v1",
+            &[(FLUX_LAYER, tar_gz(&[("a", b"1")]))],
+            &[],
+        )
+        .await;
+    env.cluster.apply(&oci_repository(
+        ns,
+        "back",
+        &env.url("app/back"),
+        "  ref:\n    tag: v1\n",
+    ));
+    env.cluster.wait_for(
+        OCIREPO,
+        ns,
+        "back",
+        WAIT,
+        "Ready after leading again",
+        ready_now,
+    );
+}

@@ -1,6 +1,8 @@
 //! `ocisource controller`: wires the Kubernetes client, the HTTP registry connector, the
 //! cosign verifier and the disk store into the controller; starts the artifact, metrics
-//! and health servers; runs the start-up storage check; takes the leader Lease if asked.
+//! and health servers, each on its own listener with only its own routes; runs the
+//! start-up storage check; takes the leader Lease if asked. A replica that loses the
+//! Lease stops reconciling and campaigns again (it keeps serving artifacts meanwhile).
 //! SIGTERM or SIGINT stops it at any point, also while it waits for the Lease; the
 //! servers then get their grace period and the command returns.
 
@@ -64,7 +66,7 @@ async fn terminated() {
     }
 }
 
-/// Runs the controller until SIGTERM/SIGINT, or until the leader Lease is lost.
+/// Runs the controller until SIGTERM/SIGINT.
 pub async fn run(args: ControllerArgs) -> Result<(), AppError> {
     let client = Client::try_default()
         .await
@@ -77,31 +79,21 @@ pub async fn run(args: ControllerArgs) -> Result<(), AppError> {
     })?;
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
-    let router = server::router(args.storage_path.clone(), ready.clone(), metrics.clone());
     let (stop_tx, stop_rx) = watch::channel(());
     let mut servers = Vec::new();
-    for (addr, what) in [
-        (&args.storage_addr, "artifact"),
-        (&args.metrics_addr, "metrics"),
-        (&args.health_addr, "health"),
+    for (addr, router, what) in [
+        (&args.storage_addr, server::artifact_router(args.storage_path.clone()), "artifact"),
+        (&args.metrics_addr, server::metrics_router(metrics.clone()), "metrics"),
+        (&args.health_addr, server::health_router(ready.clone()), "health"),
     ] {
-        servers.push(serve(addr, router.clone(), what, stop_rx.clone()).await?);
+        servers.push(serve(addr, router, what, stop_rx.clone()).await?);
     }
-    // Until the controller runs (it watches the signals itself), a signal stops here.
-    let result = tokio::select! {
-        prepared = prepare(args, client, metrics) => match prepared {
-            Ok((kctx, scope)) => {
-                ready.store(true, Ordering::Relaxed);
-                controller::run(kctx, scope).await;
-                Ok(())
-            }
-            Err(e) => Err(e),
-        },
-        () = terminated() => {
-            tracing::info!("stopping before the controller started");
-            Ok(())
-        }
-    };
+    let (term_tx, term_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        terminated().await;
+        let _ = term_tx.send(true);
+    });
+    let result = campaign_and_reconcile(args, client, metrics, ready, term_rx).await;
     drop(stop_tx);
     for s in servers {
         let _ = s.await;
@@ -109,31 +101,78 @@ pub async fn run(args: ControllerArgs) -> Result<(), AppError> {
     result
 }
 
-/// The Lease (when asked), the start-up storage check, and the controller's context.
-async fn prepare(
+/// Completes once `rx` holds `true` (or its sender is gone).
+async fn flagged(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|v| *v).await;
+}
+
+/// Takes the Lease when asked, then reconciles until SIGTERM (returns) or until the Lease
+/// is lost (stops reconciling, becomes unready and campaigns again).
+async fn campaign_and_reconcile(
     args: ControllerArgs,
+    client: Client,
+    metrics: Arc<Metrics>,
+    ready: Arc<AtomicBool>,
+    term: watch::Receiver<bool>,
+) -> Result<(), AppError> {
+    let identity = match args.leader_elect {
+        true => Some(leader::identity().map_err(|e| AppError::Failed(e.to_string()))?),
+        false => None,
+    };
+    loop {
+        let lost = if let Some(identity) = &identity {
+            let cfg = LeaseConfig {
+                namespace: args.runtime_namespace.clone(),
+                name: "ocisource-leader-election".into(),
+                identity: identity.clone(),
+                duration: Duration::from_secs(15),
+            };
+            tokio::select! {
+                lost = leader::acquire_and_hold(client.clone(), cfg) => Some(lost),
+                () = flagged(term.clone()) => {
+                    tracing::info!("stopping before the controller started");
+                    return Ok(());
+                }
+            }
+        } else {
+            None
+        };
+        let (kctx, scope) = tokio::select! {
+            prepared = prepare(&args, client.clone(), metrics.clone()) => prepared?,
+            () = flagged(term.clone()) => return Ok(()),
+        };
+        ready.store(true, Ordering::Relaxed);
+        let (lease_tx, lease_rx) = watch::channel(false);
+        if let Some(mut lost) = lost {
+            tokio::spawn(async move {
+                let _ = lost.wait_for(|l| *l).await;
+                let _ = lease_tx.send(true);
+            });
+        }
+        let (t, l) = (term.clone(), lease_rx.clone());
+        let stop = async move {
+            tokio::select! {
+                () = flagged(t) => {}
+                () = flagged(l) => {}
+            }
+        };
+        controller::run(kctx, scope, stop).await;
+        ready.store(false, Ordering::Relaxed);
+        if *term.borrow() || !*lease_rx.borrow() {
+            return Ok(());
+        }
+        tracing::warn!("lost the leader lease: stopped reconciling; campaigning again");
+    }
+}
+
+/// The start-up storage check, and the controller's context.
+async fn prepare(
+    args: &ControllerArgs,
     client: Client,
     metrics: Arc<Metrics>,
 ) -> Result<(Arc<KubeContext>, WatchScope), AppError> {
     let storage = Storage::new(&args.storage_path);
     let namespace = (!args.watch_all_namespaces).then(|| args.runtime_namespace.clone());
-    if args.leader_elect {
-        let identity = leader::identity().map_err(|e| AppError::Failed(e.to_string()))?;
-        let cfg = LeaseConfig {
-            namespace: args.runtime_namespace.clone(),
-            name: "ocisource-leader-election".into(),
-            identity,
-            duration: Duration::from_secs(15),
-        };
-        let mut lost = leader::acquire_and_hold(client.clone(), cfg).await;
-        tokio::spawn(async move {
-            if lost.changed().await.is_ok() && *lost.borrow() {
-                tracing::error!("lost the leader lease; exiting so another replica takes over");
-                std::process::exit(1);
-            }
-        });
-    }
-
     let api: Api<OciRepository> = match &namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
@@ -185,7 +224,7 @@ async fn prepare(
     });
     let scope = WatchScope {
         namespace,
-        label_selector: args.watch_label_selector,
+        label_selector: args.watch_label_selector.clone(),
         concurrency: args.concurrent,
     };
     Ok((kctx, scope))

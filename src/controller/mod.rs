@@ -232,8 +232,12 @@ pub fn reporter() -> Reporter {
     }
 }
 
-/// Runs the controller until a shutdown signal.
-pub async fn run(kctx: Arc<KubeContext>, scope: WatchScope) {
+/// Runs the controller until `stop` completes (SIGTERM, or a lost leader Lease): work in
+/// flight finishes, no new reconcile starts.
+pub async fn run<F>(kctx: Arc<KubeContext>, scope: WatchScope, stop: F)
+where
+    F: std::future::Future<Output = ()> + Send + Sync + 'static,
+{
     let api: Api<OciRepository> = match &scope.namespace {
         Some(ns) => Api::namespaced(kctx.client.clone(), ns),
         None => Api::all(kctx.client.clone()),
@@ -244,7 +248,7 @@ pub async fn run(kctx: Arc<KubeContext>, scope: WatchScope) {
     }
     Controller::new(api, wc)
         .with_config(ControllerConfig::default().concurrency(scope.concurrency))
-        .shutdown_on_signal()
+        .graceful_shutdown_on(stop)
         .run(reconcile_object, error_policy, kctx)
         .for_each(|res| async move {
             if let Err(e) = res {
