@@ -4,7 +4,8 @@
 # upstream module at a pinned version, cached outside the clone, and never shipped.
 #
 #   hack/cluster.sh build     build (or reuse) etcd, kube-apiserver, kube-controller-manager,
-#                             the Flux controllers and the flux CLI
+#                             kubectl and Flux's kustomize-, helm- and notification-controllers
+#   hack/cluster.sh build-all also Flux's source-controller and the flux CLI (benchmarks)
 #   hack/cluster.sh up        build, then start etcd, kube-apiserver and kube-controller-manager
 #                             (garbage collector and namespace controllers only; no kubelet)
 #   hack/cluster.sh flux      start Flux's kustomize-, helm- and notification-controllers
@@ -24,7 +25,12 @@ ETCD_VERSION="${ETCD_VERSION:-v3.6.8}"
 FLUX_VERSION="${FLUX_VERSION:-v2.9.5}"
 KUSTOMIZE_CONTROLLER_VERSION="${KUSTOMIZE_CONTROLLER_VERSION:-v1.9.5}"
 HELM_CONTROLLER_VERSION="${HELM_CONTROLLER_VERSION:-v1.6.4}"
-SOURCE_CONTROLLER_VERSION="${SOURCE_CONTROLLER_VERSION:-v1.9.5}"
+# source-controller v1.9.x needs github.com/fluxcd/pkg/artifact v0.18.x, which the Go module
+# proxy does not serve (403 for every v0.18 and v0.27 version): v1.8.0 (Flux 2.8) is the newest
+# that builds here. The cluster's source.toolkit.fluxcd.io CRDs still come from
+# SOURCE_CRDS_VERSION, the release Flux 2.9.5's consumers are built against.
+SOURCE_CONTROLLER_VERSION="${SOURCE_CONTROLLER_VERSION:-v1.8.0}"
+SOURCE_CRDS_VERSION="${SOURCE_CRDS_VERSION:-v1.9.5}"
 NOTIFICATION_CONTROLLER_VERSION="${NOTIFICATION_CONTROLLER_VERSION:-v1.9.3}"
 
 CACHE="${OCISOURCE_CACHE:-$HOME/.cache/ocisource}/harness"
@@ -116,6 +122,18 @@ GO
   rm -rf "$src"
 }
 
+# The CRDs of a Flux component at a version, without building it.
+fetch_crds() {
+  local name="$1" mod="$2" ver="$3"
+  local dest="$CACHE/$name-crds-$ver/crds"
+  [ -d "$dest" ] && return 0
+  local src="$CACHE/src/$name-crds-$ver"
+  module_src "$mod" "$ver" "$src"
+  mkdir -p "$dest.partial"; cp "$src"/config/crd/bases/*.yaml "$dest.partial/"
+  mv "$dest.partial" "$dest"; rm -rf "$src"
+}
+
+# What the test suite runs: the control plane, Flux's consumers and the CRDs they need.
 cmd_build() {
   command -v go >/dev/null || { echo "hack/cluster.sh: Go is needed to build the test control plane (go 1.26+)" >&2; exit 1; }
   command -v openssl >/dev/null || ensure_packages
@@ -124,8 +142,14 @@ cmd_build() {
   build_flux_component kustomize-controller github.com/fluxcd/kustomize-controller "$KUSTOMIZE_CONTROLLER_VERSION" .
   build_flux_component helm-controller github.com/fluxcd/helm-controller "$HELM_CONTROLLER_VERSION" .
   build_flux_component notification-controller github.com/fluxcd/notification-controller "$NOTIFICATION_CONTROLLER_VERSION" .
-  build_flux_component source-controller github.com/fluxcd/source-controller "$SOURCE_CONTROLLER_VERSION" .
+  fetch_crds source-controller github.com/fluxcd/source-controller "$SOURCE_CRDS_VERSION"
+}
+
+# Also Flux's own source-controller and the flux CLI, for the benchmarks side by side.
+cmd_build_all() {
+  cmd_build
   build_flux_component flux github.com/fluxcd/flux2/v2 "$FLUX_VERSION" ./cmd/flux
+  build_flux_component source-controller github.com/fluxcd/source-controller "$SOURCE_CONTROLLER_VERSION" .
 }
 
 
@@ -268,7 +292,7 @@ cmd_up() {
   start_controller_manager
   # Flux's CRDs, from the modules of the controllers that own them.
   local crd
-  for crd in "$CACHE"/{source-controller-$SOURCE_CONTROLLER_VERSION,kustomize-controller-$KUSTOMIZE_CONTROLLER_VERSION,helm-controller-$HELM_CONTROLLER_VERSION,notification-controller-$NOTIFICATION_CONTROLLER_VERSION}/crds; do
+  for crd in "$CACHE"/{source-controller-crds-$SOURCE_CRDS_VERSION,kustomize-controller-$KUSTOMIZE_CONTROLLER_VERSION,helm-controller-$HELM_CONTROLLER_VERSION,notification-controller-$NOTIFICATION_CONTROLLER_VERSION}/crds; do
     "$KCTL" --kubeconfig="$CLUSTER_DIR/admin.kubeconfig" apply --server-side --force-conflicts -f "$crd" >/dev/null
   done
   "$KCTL" --kubeconfig="$CLUSTER_DIR/admin.kubeconfig" wait --for=condition=Established --timeout=60s crd --all >/dev/null
@@ -309,6 +333,7 @@ cmd_flux() {
   flux_controller kustomize-controller --feature-gates=ExternalArtifact=true --events-addr="http://127.0.0.1:$events/" --no-remote-bases=true
   flux_controller helm-controller --feature-gates=ExternalArtifact=true --events-addr="http://127.0.0.1:$events/"
   if [ "${1:-}" = source-controller ]; then
+    cmd_build_all
     local sport; sport="$(free_port)"; echo "$sport" >"$CLUSTER_DIR/source-controller.storage-port"
     mkdir -p "$CLUSTER_DIR/source-controller-storage"
     flux_controller source-controller --storage-path="$CLUSTER_DIR/source-controller-storage" \
@@ -337,6 +362,7 @@ cmd_down() {
 
 case "${1:-}" in
   build) cmd_build ;;
+  build-all) cmd_build_all ;;
   up) cmd_up ;;
   flux) shift; cmd_flux "$@" ;;
   env) cmd_env ;;
@@ -344,5 +370,5 @@ case "${1:-}" in
   # The restart test stops and starts the API server alone; etcd keeps the data.
   stop-apiserver) stop apiserver ;;
   start-apiserver) start_apiserver ;;
-  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
