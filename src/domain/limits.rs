@@ -1,5 +1,7 @@
 //! Caps on everything read from a registry, so a hostile or broken artifact cannot
-//! exhaust memory or disk.
+//! exhaust memory or disk. The archive caps (names, extension records, remembered paths,
+//! zstd window) are what keeps one merge's memory a constant: see README "Memory: the
+//! worst case" for how they add up.
 
 /// Limits applied while resolving and unpacking one artifact.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -14,7 +16,24 @@ pub struct Limits {
     pub max_entries: u64,
     /// Most tags read while listing a repository for a semver ref.
     pub max_tags: usize,
+    /// Longest entry name, in bytes, wherever it comes from (ustar header, GNU long-name
+    /// record, PAX `path`/`linkpath`): Linux's PATH_MAX.
+    pub max_name_bytes: u64,
+    /// Most components in an entry path (`a/b/c` has 3).
+    pub max_path_depth: usize,
+    /// Largest PAX extended header (all its records together) read into memory.
+    pub max_pax_bytes: u64,
+    /// Memory for the merge's bookkeeping (which paths won, which are whited out): every
+    /// remembered path component costs its name plus a fixed per-record size.
+    pub max_remembered_bytes: u64,
+    /// All `.sourceignore` files of an artifact together, in bytes.
+    pub max_sourceignore_bytes: u64,
+    /// Largest zstd window a layer may ask for (the decoder allocates it).
+    pub max_zstd_window_bytes: u64,
 }
+
+/// [`Limits::max_name_bytes`] by default: PATH_MAX.
+pub const MAX_NAME_BYTES: u64 = 4096;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -24,6 +43,13 @@ impl Default for Limits {
             max_uncompressed_bytes: 8 << 30,
             max_entries: 1_000_000,
             max_tags: 1_000_000,
+            max_name_bytes: MAX_NAME_BYTES,
+            max_path_depth: 256,
+            max_pax_bytes: 64 << 10,
+            max_remembered_bytes: 32 << 20,
+            max_sourceignore_bytes: 1 << 20,
+            // The window the zstd format asks every decoder to support (level 19 uses it).
+            max_zstd_window_bytes: 8 << 20,
         }
     }
 }

@@ -124,6 +124,10 @@ impl PipelineError {
             }
             Self::Blob { source, .. } => from_registry(source),
             Self::NoMatchingTag { .. } => PipelineErrorKind::Pull,
+            Self::Archive { source, .. } if source.is_output_failure() => {
+                PipelineErrorKind::Storage
+            }
+            Self::Archive { source, .. } if source.is_input_failure() => PipelineErrorKind::Pull,
             Self::Manifest { .. } | Self::Layers { .. } | Self::Archive { .. } => {
                 PipelineErrorKind::LayerOperation
             }
