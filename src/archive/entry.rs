@@ -4,6 +4,7 @@
 //! switch the merge to collect-only mode. Sync `std::io` only; no tokio.
 
 use std::io::{self, Read, Write};
+use std::ops::ControlFlow;
 
 use super::decode::Exact;
 use super::error::{conflict, Step};
@@ -100,8 +101,11 @@ impl<W: Write + Send + 'static> Merger<W> {
             self.stats.skipped += 1;
             return Ok(());
         }
-        let missing = match self.state.place(self.layer, &path, kind) {
-            Ok(Place::Win { missing }) => missing,
+        let (missing, mut above) = match self.state.place(self.layer, &path, kind) {
+            Ok(Place::Win {
+                missing,
+                parent_ignored,
+            }) => (missing, parent_ignored),
             Ok(Place::Skip) => {
                 self.stats.skipped += 1;
                 return Ok(());
@@ -111,7 +115,8 @@ impl<W: Write + Send + 'static> Merger<W> {
         let depth = ancestors(&path).count();
         let mut parents = Vec::with_capacity(missing);
         for dir in ancestors(&path).skip(depth - missing) {
-            let ignored = self.rules.is_ignored(dir, true);
+            let ignored = self.verdict(dir, true, above);
+            above = ignored;
             if !ignored {
                 self.write(|s| s.dir(dir))
                     .map_err(|e| self.write_error(e))?;
@@ -119,7 +124,13 @@ impl<W: Write + Send + 'static> Merger<W> {
             }
             parents.push(ignored);
         }
-        let ignored = self.rules.is_ignored(&path, kind == Kind::Dir);
+        let is_sourceignore = kind == Kind::File && split(&path).1 == SOURCEIGNORE;
+        let ignored = if self.collect_only && is_sourceignore {
+            // Recorded verdicts may be stale once a late .sourceignore changed the rules.
+            self.rules.is_ignored(&path, false)
+        } else {
+            self.verdict(&path, kind == Kind::Dir, above)
+        };
         let mode = file_mode(raw.mode);
         let size = raw.size;
         if ignored || kind == Kind::Symlink {
@@ -128,7 +139,7 @@ impl<W: Write + Send + 'static> Merger<W> {
             self.write(|s| s.dir(&path))
                 .map_err(|e| self.write_error(e))?;
             self.stats.dirs += 1;
-        } else if split(&path).1 == SOURCEIGNORE {
+        } else if is_sourceignore {
             let content = self.read_sourceignore(digest, &path, size, tar)?;
             self.sourceignore(digest, &path, &String::from_utf8_lossy(&content))?;
             self.write(|s| s.file(&path, mode, size, &content[..]))
@@ -151,6 +162,12 @@ impl<W: Write + Send + 'static> Merger<W> {
             .map_err(|e| self.too_many_paths(digest, &path, e))
     }
 
+    /// Whether `path` is ignored, given its parent's verdict. In collect-only mode only
+    /// `.sourceignore` files matter, and they get a full check: others are not judged.
+    fn verdict(&self, path: &str, is_dir: bool, parent_ignored: bool) -> bool {
+        !self.collect_only && self.rules.is_ignored_below(path, is_dir, parent_ignored)
+    }
+
     /// Reads a `.sourceignore` within what is left of the artifact's allowance for them.
     fn read_sourceignore<R: Read>(
         &mut self,
@@ -160,7 +177,8 @@ impl<W: Write + Send + 'static> Merger<W> {
         tar: &mut TarStream<R>,
     ) -> Result<Vec<u8>, Step> {
         let limit = self.limits.max_sourceignore_bytes;
-        self.found_bytes = self.found_bytes.saturating_add(size);
+        // Each file counts at least a tar block, which also caps how many there are.
+        self.found_bytes = self.found_bytes.saturating_add(size.max(512));
         if self.found_bytes > limit {
             return Err(ArchiveError::SourceIgnoreTooLarge {
                 layer: digest.clone(),
@@ -193,10 +211,22 @@ impl<W: Write + Send + 'static> Merger<W> {
         if self.collect_only {
             return Ok(());
         }
+        // Top down, each verdict from its parent's. Past the allowance of checked paths the
+        // answer is "changed": a second pass, with every rule known, needs no checks.
         let rules = &self.rules;
-        let changed = self.state.any_under(dir, |p, rec| {
-            rec.emittable() && rules.is_ignored(p, rec.is_dir()) != rec.ignored
+        let allowance = self.limits.max_entries;
+        let mut checked = self.checked;
+        let top = !dir.is_empty() && rules.is_ignored(dir, true);
+        let changed = self.state.any_under(dir, top, |p, rec, above| {
+            checked += 1;
+            let now = rules.is_ignored_below(p, rec.is_dir(), above);
+            if checked > allowance || (rec.emittable() && now != rec.ignored) {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(now)
+            }
         });
+        self.checked = checked;
         if changed {
             if self.second_pass {
                 return Err(ArchiveError::SourceIgnoreUnstable {

@@ -93,8 +93,9 @@ pub enum ArchiveError {
         /// The budget in bytes.
         limit: u64,
     },
-    /// An absolute path, a `..` component, or a name that is not UTF-8.
-    #[error("failed to unpack entry '{path}' of layer {layer}: {reason}: rebuild the artifact with relative paths inside its root")]
+    /// A name refused by the rules of `name`: absolute, `..`, not UTF-8, NUL, control
+    /// characters, `\`, `x../y`.
+    #[error("failed to unpack entry '{path}' of layer {layer}: {reason}: rebuild the artifact with plain relative names")]
     UnsafePath {
         /// Layer digest.
         layer: Digest,
@@ -177,7 +178,7 @@ pub enum ArchiveError {
         limit: u64,
     },
     /// `.sourceignore` files over their cap, together (`limits.max_sourceignore_bytes`).
-    #[error("failed to read '{path}' of layer {layer}: the artifact's .sourceignore files hold more than {limit} bytes together: shorten them")]
+    #[error("failed to read '{path}' of layer {layer}: the artifact's .sourceignore files hold more than {limit} bytes together (each counts at least 512): use fewer, shorter ones")]
     SourceIgnoreTooLarge {
         /// Layer digest.
         layer: Digest,

@@ -8,6 +8,8 @@
 //! budget ([`TooManyPaths`]). Walking an entry's path costs its length once, however
 //! deep. No I/O here, and no tokio.
 
+use std::ops::ControlFlow;
+
 use super::normalise::{ancestors, Kind};
 use super::tree::{Full, Id, Tree, ROOT};
 
@@ -60,6 +62,8 @@ pub(super) enum Place {
     Win {
         /// How many ancestors have no record yet.
         missing: usize,
+        /// Whether the deepest recorded ancestor was ignored (`false` for the root).
+        parent_ignored: bool,
     },
 }
 
@@ -101,8 +105,24 @@ impl From<Full> for TooManyPaths {
 /// Merge state across layers.
 pub(super) struct State {
     tree: Tree<Mark>,
-    /// The nodes along the path last placed (reused to spare allocations).
+    /// The path last placed, and the nodes along it (a prefix of them when it is not
+    /// all in the tree). Entries of a directory come together in a tar: the next path
+    /// reuses the nodes of the components it shares with this one.
+    prev: String,
     chain: Vec<Id>,
+}
+
+/// How many leading components `a` and `b` share.
+fn shared_components(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let n = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let slashes = a[..n].iter().filter(|c| **c == b'/').count();
+    let ends = |s: &[u8]| s.get(n).is_none_or(|c| *c == b'/');
+    if n > 0 && ends(a) && ends(b) {
+        slashes + 1
+    } else {
+        slashes
+    }
 }
 
 impl State {
@@ -110,6 +130,7 @@ impl State {
     pub(super) fn new(budget: u64) -> Self {
         Self {
             tree: Tree::new(budget),
+            prev: String::new(),
             chain: Vec::new(),
         }
     }
@@ -128,6 +149,15 @@ impl State {
         Ok(())
     }
 
+    /// Points `chain` at the nodes along `path`, reusing those shared with the last path.
+    fn walk(&mut self, path: &str) {
+        let shared = shared_components(&self.prev, path);
+        self.chain.truncate(shared);
+        self.tree.chain(path, &mut self.chain);
+        self.prev.clear();
+        self.prev.push_str(path);
+    }
+
     /// Whether a whiteout of a higher layer hides the path whose `chain` was just taken
     /// and which has `depth` components.
     fn is_hidden(&self, layer: u32, depth: usize) -> bool {
@@ -144,17 +174,19 @@ impl State {
     /// Decides the fate of an entry of `kind` at `path` (cleaned, not empty) in layer
     /// `layer`.
     pub(super) fn place(&mut self, layer: u32, path: &str, kind: Kind) -> Result<Place, Conflict> {
-        self.tree.chain(path, &mut self.chain);
+        self.walk(path);
         let depth = path.split('/').count();
         if self.is_hidden(layer, depth) {
             return Ok(Place::Skip);
         }
         // Recorded paths have recorded parents: the ancestors with a record come first.
         let mut known = 0;
+        let mut parent_ignored = false;
         for (a, &id) in ancestors(path).zip(&self.chain) {
             let Some(rec) = self.tree.get(id).rec else {
                 break;
             };
+            parent_ignored = rec.ignored;
             match rec.node {
                 Node::File if rec.layer == layer => return Err(Conflict::UnderFile(a.into())),
                 Node::Symlink if rec.layer == layer => {
@@ -172,6 +204,7 @@ impl State {
         let place = match own {
             None => Place::Win {
                 missing: depth - 1 - known,
+                parent_ignored,
             },
             Some(rec) => {
                 let same_layer = rec.layer == layer;
@@ -219,13 +252,19 @@ impl State {
         ignored: bool,
         parents: &[bool],
     ) -> Result<(), TooManyPaths> {
-        let mut parents = parents.iter();
-        let mut at = ROOT;
-        let mut comps = path.split('/').peekable();
-        while let Some(comp) = comps.next() {
+        if self.prev != path {
+            self.walk(path);
+        }
+        let mut at = self.chain.last().copied().unwrap_or(ROOT);
+        for comp in path.split('/').skip(self.chain.len()) {
             at = self.tree.child_or_add(at, comp)?;
-            let mark = self.tree.get_mut(at);
-            if comps.peek().is_none() {
+            self.chain.push(at);
+        }
+        let mut parents = parents.iter();
+        let last = self.chain.len() - 1;
+        for (i, &id) in self.chain.iter().enumerate() {
+            let mark = self.tree.get_mut(id);
+            if i == last {
                 let node = match kind {
                     Kind::Dir => Node::Dir {
                         explicit_low: Some(layer),
@@ -255,10 +294,20 @@ impl State {
         Ok(())
     }
 
-    /// Whether `f` holds for any winning path under `dir` (`""` = all), with its record.
-    pub(super) fn any_under(&self, dir: &str, mut f: impl FnMut(&str, &Rec) -> bool) -> bool {
-        self.tree
-            .any_under(dir, |p, mark| mark.rec.as_ref().is_some_and(|r| f(p, r)))
+    /// Walks the winners under `dir` (`""` = all) top down: `f` gets each path, its
+    /// record and the value `f` returned for its parent (`top` for `dir`'s children), and
+    /// returns the value for the children or breaks. Whether some call broke.
+    pub(super) fn any_under<V: Copy>(
+        &self,
+        dir: &str,
+        top: V,
+        mut f: impl FnMut(&str, &Rec, V) -> ControlFlow<(), V>,
+    ) -> bool {
+        self.tree.any_under(dir, top, |p, mark, above| match &mark.rec {
+            Some(rec) => f(p, rec, above),
+            // Nothing recorded here (a whiteout): nothing recorded below either.
+            None => ControlFlow::Continue(above),
+        })
     }
 }
 
@@ -269,7 +318,7 @@ mod tests {
 
     fn win(state: &mut State, layer: u32, path: &str, kind: Kind) -> Result<Place, Conflict> {
         let place = state.place(layer, path, kind)?;
-        if let Place::Win { missing } = &place {
+        if let Place::Win { missing, .. } = &place {
             state
                 .record(path, kind, layer, false, &vec![false; *missing])
                 .unwrap();
@@ -286,11 +335,17 @@ mod tests {
         let mut s = state();
         assert_eq!(
             win(&mut s, 0, "a/b/c", Kind::File),
-            Ok(Place::Win { missing: 2 })
+            Ok(Place::Win {
+                missing: 2,
+                parent_ignored: false
+            })
         );
         assert_eq!(
             win(&mut s, 0, "a/b/d", Kind::File),
-            Ok(Place::Win { missing: 0 })
+            Ok(Place::Win {
+                missing: 0,
+                parent_ignored: false
+            })
         );
         assert_eq!(win(&mut s, 1, "a/b/c", Kind::File), Ok(Place::Skip));
         assert_eq!(
@@ -367,12 +422,45 @@ mod tests {
         }
         s.hide("a/gone", 0).unwrap();
         let mut got = Vec::new();
-        s.any_under("a", |p, _| {
-            got.push(p.to_string());
-            false
+        s.any_under("a", 0, |p, _, depth| {
+            got.push(format!("{p}@{depth}"));
+            ControlFlow::Continue(depth + 1)
         });
         got.sort();
-        assert_eq!(got, vec!["a/x", "a/y", "a/y/z"]);
+        assert_eq!(got, vec!["a/x@0", "a/y/z@1", "a/y@0"]);
+    }
+
+    #[test]
+    fn shared_components_stop_at_a_component_boundary() {
+        for (a, b, n) in [
+            ("x/y/z", "x/y/w", 2),
+            ("x/y", "x/y/z", 2),
+            ("x/yy", "x/y", 1),
+            ("abc", "xyz", 0),
+            ("", "a", 0),
+            ("a/b", "a/b", 2),
+        ] {
+            assert_eq!(shared_components(a, b), n, "{a} {b}");
+            assert_eq!(shared_components(b, a), n, "{b} {a}");
+        }
+    }
+
+    #[test]
+    fn places_in_any_order_agree_with_the_tree() {
+        // Reusing the last path's nodes must not leak a stale node into another path.
+        let mut s = state();
+        for p in ["a/b/c", "a/b/d", "a/x", "a/b/c/e", "b", "a/b"] {
+            let kind = if p == "a/b/c" { Kind::Dir } else { Kind::File };
+            let _ = win(&mut s, 0, p, kind);
+        }
+        assert_eq!(win(&mut s, 1, "a/x/y", Kind::File), Ok(Place::Skip), "under a file");
+        let mut got = Vec::new();
+        s.any_under("", (), |p, _, ()| {
+            got.push(p.to_string());
+            ControlFlow::Continue(())
+        });
+        got.sort();
+        assert_eq!(got, vec!["a", "a/b", "a/b/c", "a/b/c/e", "a/b/d", "a/x", "b"]);
     }
 
     #[test]
@@ -389,7 +477,7 @@ mod tests {
         let mut refused = None;
         for i in 0..1000 {
             let path = format!("dir{i}/file");
-            if let Ok(Place::Win { missing }) = s.place(0, &path, Kind::File) {
+            if let Ok(Place::Win { missing, .. }) = s.place(0, &path, Kind::File) {
                 if s.record(&path, Kind::File, 0, false, &vec![false; missing]).is_err() {
                     refused = Some(i);
                     break;

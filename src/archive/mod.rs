@@ -47,6 +47,7 @@ use std::io::{self, Read, Write};
 
 use crate::domain::digest::Digest;
 use crate::domain::ignore::IgnoreRules;
+pub use crate::domain::limits::MAX_SOURCEIGNORE_BYTES;
 use crate::domain::limits::Limits;
 use crate::domain::manifest::Descriptor;
 
@@ -115,7 +116,10 @@ pub struct Merger<W: Write + Send + 'static> {
     second_pass: bool,
     collect_only: bool,
     found: Vec<(String, String)>,
+    /// `.sourceignore` bytes read so far (each file counts at least 512).
     found_bytes: u64,
+    /// Paths visited by `.sourceignore` change checks so far.
+    checked: u64,
 }
 
 impl<W: Write + Send + 'static> Merger<W> {
@@ -136,6 +140,7 @@ impl<W: Write + Send + 'static> Merger<W> {
             collect_only: false,
             found: Vec::new(),
             found_bytes: 0,
+            checked: 0,
         }
     }
 

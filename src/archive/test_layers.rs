@@ -12,6 +12,9 @@ use bytes::Bytes;
 use tar::{EntryType, Header};
 
 use super::bridge::{self, BridgeError, MergeTask};
+#[path = "../../tests/support/rawtar.rs"]
+mod rawtar;
+pub(super) use rawtar::{pax_records, raw_header};
 use super::*;
 use crate::ports::{BlobStream, RegistryError};
 
@@ -163,43 +166,16 @@ pub(super) fn zstd_cli(args: &[&str], data: &[u8]) -> Vec<u8> {
     out
 }
 
-/// One raw 512-byte header block: `name` in the name field, type, size, checksum.
-pub(super) fn raw_header(name: &[u8], kind: EntryType, size: u64) -> Vec<u8> {
-    let mut h = Header::new_gnu();
-    h.as_old_mut().name[..name.len()].copy_from_slice(name);
-    h.set_entry_type(kind);
-    h.set_mode(0o644);
-    h.set_size(size);
-    h.set_cksum();
-    h.as_bytes().to_vec()
-}
-
 /// An extension record (`kind` `L`, `K`, `x`) with `data`, then a regular file entry
 /// `name` holding `content`, then the end of the archive.
 pub(super) fn extended(kind: EntryType, data: &[u8], name: &str, content: &[u8]) -> Vec<u8> {
-    let mut out = raw_header(b"././@LongLink", kind, data.len() as u64);
+    let mut out = raw_header(b"././@LongLink", kind, data.len() as u64).to_vec();
     out.extend_from_slice(data);
     pad(&mut out);
     out.extend(raw_header(name.as_bytes(), EntryType::Regular, content.len() as u64));
     out.extend_from_slice(content);
     pad(&mut out);
     out.resize(out.len() + 1024, 0);
-    out
-}
-
-/// PAX records `(key, value)` as a PAX extended header body.
-pub(super) fn pax_records(records: &[(&str, &[u8])]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for (key, value) in records {
-        let body = key.len() + value.len() + 3; // ' ', '=', '\n'
-        let mut len = body + 1;
-        while len != body + len.to_string().len() {
-            len = body + len.to_string().len();
-        }
-        out.extend_from_slice(format!("{len} {key}=").as_bytes());
-        out.extend_from_slice(value);
-        out.push(b'\n');
-    }
     out
 }
 

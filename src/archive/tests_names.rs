@@ -50,7 +50,7 @@ fn depth_is_capped_and_a_tree_at_the_cap_merges() {
 fn a_huge_gnu_long_name_is_refused_from_its_header() {
     // The header claims 256 MiB; only one block follows. Refused before reading it, so the
     // truncation is never met.
-    let mut layer = raw_header(b"././@LongLink", EntryType::GNULongName, 256 << 20);
+    let mut layer = raw_header(b"././@LongLink", EntryType::GNULongName, 256 << 20).to_vec();
     layer.extend_from_slice(&[b'a'; 512]);
     let (err, msg) = refused(&[layer], 0, "aaaa");
     assert!(
@@ -81,7 +81,7 @@ fn long_link_names_are_capped_too() {
 
 #[test]
 fn an_oversized_pax_header_is_refused_from_its_header_and_names_the_path() {
-    let mut layer = raw_header(b"PaxHeaders/x", EntryType::XHeader, 268_435_466);
+    let mut layer = raw_header(b"PaxHeaders/x", EntryType::XHeader, 268_435_466).to_vec();
     layer.extend_from_slice(b"268435466 path=deep/secret/name");
     layer.resize(1024, b'a');
     let (err, msg) = refused(&[layer], 0, "deep/secret/name");

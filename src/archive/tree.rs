@@ -10,6 +10,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
+use std::ops::ControlFlow;
 
 use hashbrown::HashTable;
 
@@ -110,11 +111,11 @@ impl<T: Default> Tree<T> {
     }
 
     /// The nodes along `path` (`a/b/c`: `a`, `a/b`, `a/b/c`) into `chain`, stopping at
-    /// the first component not in the tree.
+    /// the first component not in the tree. The ids already in `chain` are taken to be
+    /// those of `path`'s first components, and the walk resumes after them.
     pub(super) fn chain(&self, path: &str, chain: &mut Vec<Id>) {
-        chain.clear();
-        let mut at = ROOT;
-        for comp in path.split('/') {
+        let mut at = chain.last().copied().unwrap_or(ROOT);
+        for comp in path.split('/').skip(chain.len()) {
             match self.child(at, comp) {
                 Some(id) => {
                     chain.push(id);
@@ -150,36 +151,43 @@ impl<T: Default> Tree<T> {
         self.charged
     }
 
-    /// Whether `f` holds for any node strictly under `path` (`""`: the whole tree); `f`
-    /// gets each node's full path.
-    pub(super) fn any_under(&self, path: &str, mut f: impl FnMut(&str, &T) -> bool) -> bool {
-        let mut top = ROOT;
+    /// Walks the nodes strictly under `path` (`""`: the whole tree) depth first, parents
+    /// before children: `f` gets each node's full path, its value and what `f` returned
+    /// for its parent (`top` for the first level), and returns the value for the node's
+    /// children, or breaks. Whether some call broke.
+    pub(super) fn any_under<V: Copy>(
+        &self,
+        path: &str,
+        top: V,
+        mut f: impl FnMut(&str, &T, V) -> ControlFlow<(), V>,
+    ) -> bool {
+        let mut start = ROOT;
         if !path.is_empty() {
             let mut chain = Vec::new();
             self.chain(path, &mut chain);
             match chain.last() {
-                Some(&id) if chain.len() == path.split('/').count() => top = id,
+                Some(&id) if chain.len() == path.split('/').count() => start = id,
                 _ => return false,
             }
         }
         // Depth-first, the path of the current node kept in one buffer.
         let mut buf = path.to_string();
-        let mut stack: Vec<(Id, usize)> = vec![(self.node(top).first_child, buf.len())];
-        while let Some((id, len)) = stack.pop() {
+        let mut stack: Vec<(Id, usize, V)> = vec![(self.node(start).first_child, buf.len(), top)];
+        while let Some((id, len, above)) = stack.pop() {
             if id == NONE {
                 continue;
             }
             let n = self.node(id);
-            stack.push((n.next_sibling, len));
+            stack.push((n.next_sibling, len, above));
             buf.truncate(len);
             if !buf.is_empty() {
                 buf.push('/');
             }
             buf.push_str(&n.name);
-            if f(&buf, &n.value) {
-                return true;
+            match f(&buf, &n.value, above) {
+                ControlFlow::Break(()) => return true,
+                ControlFlow::Continue(v) => stack.push((n.first_child, buf.len(), v)),
             }
-            stack.push((n.first_child, buf.len()));
         }
         false
     }
@@ -202,7 +210,7 @@ mod tests {
         t.chain("a/b/x/y", &mut chain);
         assert_eq!(chain.len(), 2);
         t.chain("a/b/c", &mut chain);
-        assert_eq!(chain.last(), Some(&c));
+        assert_eq!(chain.last(), Some(&c), "resumed after a/b");
     }
 
     #[test]
@@ -212,20 +220,26 @@ mod tests {
             t.add_path(p).unwrap();
         }
         let mut seen = Vec::new();
-        t.any_under("a", |p, _| {
-            seen.push(p.to_string());
-            false
+        t.any_under("a", "a", |p, _, parent: &str| {
+            seen.push((p.to_string(), parent.to_string()));
+            ControlFlow::Continue(if p == "a/y" { "a/y" } else { "?" })
         });
         seen.sort();
-        assert_eq!(seen, vec!["a/x", "a/y", "a/y/z"]);
+        let want = [("a/x", "a"), ("a/y", "a"), ("a/y/z", "a/y")];
+        assert_eq!(seen, want.map(|(p, q)| (p.to_string(), q.to_string())));
         let mut all = 0;
-        t.any_under("", |_, _| {
+        t.any_under("", (), |_, _, ()| {
             all += 1;
-            false
+            ControlFlow::Continue(())
         });
         assert_eq!(all, 6);
-        assert!(!t.any_under("missing", |_, _| true));
-        assert!(t.any_under("a/y", |p, _| p == "a/y/z"));
+        let stop = |_: &str, _: &u8, (): ()| ControlFlow::Break(());
+        assert!(!t.any_under("missing", (), stop));
+        assert!(t.any_under("a/y", (), |p, _, ()| if p == "a/y/z" {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }));
     }
 
     #[test]

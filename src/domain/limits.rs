@@ -35,6 +35,9 @@ pub struct Limits {
 /// [`Limits::max_name_bytes`] by default: PATH_MAX.
 pub const MAX_NAME_BYTES: u64 = 4096;
 
+/// [`Limits::max_sourceignore_bytes`] by default.
+pub const MAX_SOURCEIGNORE_BYTES: u64 = 1 << 20;
+
 impl Default for Limits {
     fn default() -> Self {
         Self {
@@ -47,7 +50,7 @@ impl Default for Limits {
             max_path_depth: 256,
             max_pax_bytes: 64 << 10,
             max_remembered_bytes: 32 << 20,
-            max_sourceignore_bytes: 1 << 20,
+            max_sourceignore_bytes: MAX_SOURCEIGNORE_BYTES,
             // The window the zstd format asks every decoder to support (level 19 uses it).
             max_zstd_window_bytes: 8 << 20,
         }

@@ -12,6 +12,7 @@
     clippy::panic
 )]
 
+pub mod rawtar;
 pub mod pki;
 pub mod registry;
 
