@@ -69,6 +69,13 @@ build_flux_component() {
   [ -x "$out" ] && return 0
   local src="$CACHE/src/$name-$ver"
   module_src "$mod" "$ver" "$src"
+  # flux2 embeds install manifests that its Makefile generates (kustomize build) and its
+  # module zip lacks; the commands the tests use (get, reconcile, suspend, resume, events)
+  # never read them, so an empty manifest set stands in and `flux install` is unusable.
+  if [ "$name" = flux ] && [ -d "$src/cmd/flux" ] && ! ls "$src"/cmd/flux/manifests/*.yaml >/dev/null 2>&1; then
+    mkdir -p "$src/cmd/flux/manifests"
+    printf '# placeholder: this test build of flux cannot install Flux\n' >"$src/cmd/flux/manifests/placeholder.yaml"
+  fi
   if grep -q "^replace $mod/api => ./api" "$src/go.mod"; then
     (cd "$src" && go mod edit -dropreplace "$mod/api" -require "$mod/api@$ver")
   fi

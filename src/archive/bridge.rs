@@ -1,7 +1,8 @@
 //! The ONE place where async and sync I/O meet: a bounded channel whose async side takes
 //! blob chunks from a tokio task and whose sync side is a `std::io::Read` for
-//! [`super::Merger::add_layer`] running in `spawn_blocking`; plus [`merge_layers`], which
-//! runs a whole merge that way. Only this module of `archive` may import tokio.
+//! [`super::Merger::add_layer`] running in `spawn_blocking`; plus [`MergeTask`], the
+//! merge on its blocking thread fed layer by layer, which the pipeline and the tests both
+//! drive. Only this module of `archive` may import tokio.
 
 use std::io::{self, Read};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -129,7 +130,7 @@ impl Read for BlobReader {
     }
 }
 
-/// A failed [`merge_layers`].
+/// A failed [`MergeTask`].
 #[derive(Debug, thiserror::Error)]
 pub enum BridgeError {
     /// The merge itself failed.
@@ -140,35 +141,50 @@ pub enum BridgeError {
     Task(String),
 }
 
-/// Runs a whole merge: `layers` in top-down order (top layer first), each stream
-/// pumped into a [`BlobReader`] that the merger reads on a blocking thread.
-pub async fn merge_layers<W>(
-    out: W,
-    opts: MergeOptions,
-    layers: Vec<(Descriptor, BlobStream)>,
-) -> Result<MergeOutcome<W>, BridgeError>
-where
-    W: io::Write + Send + 'static,
-{
-    let mut readers = Vec::with_capacity(layers.len());
-    let mut streams = Vec::with_capacity(layers.len());
-    for (descriptor, stream) in layers {
-        let (tx, rx) = channel(DEFAULT_CAPACITY);
-        readers.push((descriptor, rx));
-        streams.push((tx, stream));
-    }
-    let task = tokio::task::spawn_blocking(move || {
-        let mut merger = Merger::new(out, opts);
-        for (descriptor, reader) in readers {
-            merger.add_layer(&descriptor, reader)?;
-        }
-        merger.finish()
-    });
-    for (tx, stream) in streams {
-        if tx.pump(stream).await.is_err() {
-            // The merge stopped reading: its result says why.
-            break;
+/// A [`Merger`] running on a blocking thread, fed layers top first with
+/// [`MergeTask::feed`]; [`MergeTask::finish`] returns its outcome.
+pub struct MergeTask<W> {
+    layers: mpsc::Sender<(Descriptor, BlobReader)>,
+    task: tokio::task::JoinHandle<Result<MergeOutcome<W>, ArchiveError>>,
+    capacity: usize,
+}
+
+impl<W: io::Write + Send + 'static> MergeTask<W> {
+    /// Starts a merge into `out`. Each layer crosses over in a channel of `capacity`
+    /// batches (see [`DEFAULT_CAPACITY`]).
+    pub fn spawn(out: W, opts: MergeOptions, capacity: usize) -> Self {
+        let (layers, mut rx) = mpsc::channel::<(Descriptor, BlobReader)>(1);
+        let task = tokio::task::spawn_blocking(move || {
+            let mut merger = Merger::new(out, opts);
+            while let Some((layer, reader)) = rx.blocking_recv() {
+                merger.add_layer(&layer, reader)?;
+            }
+            merger.finish()
+        });
+        Self {
+            layers,
+            task,
+            capacity,
         }
     }
-    Ok(task.await.map_err(|e| BridgeError::Task(e.to_string()))??)
+
+    /// Merges the next layer (top first), pumping `stream` into it. [`ReaderGone`] means
+    /// the merge stopped; [`MergeTask::finish`] says why.
+    pub async fn feed(&self, layer: Descriptor, stream: BlobStream) -> Result<(), ReaderGone> {
+        let (tx, rx) = channel(self.capacity);
+        self.layers
+            .send((layer, rx))
+            .await
+            .map_err(|_| ReaderGone)?;
+        tx.pump(stream).await
+    }
+
+    /// Ends the input and waits for the merge.
+    pub async fn finish(self) -> Result<MergeOutcome<W>, BridgeError> {
+        drop(self.layers);
+        Ok(self
+            .task
+            .await
+            .map_err(|e| BridgeError::Task(e.to_string()))??)
+    }
 }

@@ -1,13 +1,17 @@
 //! Layer decoding: sniff the first bytes (gzip, zstd, or plain tar), decompress, and
 //! count uncompressed bytes against the limit, remembering WHICH reader failed so that
 //! errors can say "malformed gzip" or "registry stream failed" or "malformed tar".
-//! Synchronous `std::io` only; no tokio.
+//! Every decoder reads its input to the end (all gzip members, all zstd frames), so the
+//! digest-checking stream under it always gets to check. Synchronous `std::io` only; no
+//! tokio.
 
 use std::cell::RefCell;
 use std::io::{self, BufReader, Cursor, Read};
 use std::rc::Rc;
 
 use flate2::bufread::MultiGzDecoder;
+
+use super::zstd::Frames;
 
 /// Read buffer for compressed input.
 const INPUT_BUFFER: usize = 256 * 1024;
@@ -85,9 +89,14 @@ impl Read for Decoded<'_> {
     }
 }
 
-/// Sniffs and opens a layer. `budget` is how many uncompressed bytes may still be read.
-/// Errors here come from the raw reader only.
-pub(super) fn open<'r, R: Read + 'r>(reader: R, budget: u64) -> io::Result<Decoded<'r>> {
+/// Sniffs and opens a layer. `budget` is how many uncompressed bytes may still be read;
+/// a zstd frame may ask for a window of at most `max_window` bytes. Errors here come from
+/// the raw reader only.
+pub(super) fn open<'r, R: Read + 'r>(
+    reader: R,
+    budget: u64,
+    max_window: u64,
+) -> io::Result<Decoded<'r>> {
     let failure: RawFailure = Rc::new(RefCell::new(None));
     let mut raw = Watched {
         inner: reader,
@@ -110,18 +119,10 @@ pub(super) fn open<'r, R: Read + 'r>(reader: R, budget: u64) -> io::Result<Decod
             INPUT_BUFFER,
             chained,
         ))),
-        Format::Zstd => Box::new(
-            ruzstd::decoding::StreamingDecoder::new(BufReader::with_capacity(
-                INPUT_BUFFER,
-                chained,
-            ))
-            .map_err(|e| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("malformed zstd frame: {e}"),
-                )
-            })?,
-        ),
+        Format::Zstd => Box::new(Frames::new(
+            BufReader::with_capacity(INPUT_BUFFER, chained),
+            max_window,
+        )),
         Format::Plain => Box::new(chained),
     };
     Ok(Decoded {
@@ -208,12 +209,12 @@ mod tests {
                 Ok(1)
             }
         }
-        let mut d = open(Trickle(b"hello world".to_vec(), 0), 100).unwrap();
+        let mut d = open(Trickle(b"hello world".to_vec(), 0), 100, 1 << 20).unwrap();
         let mut s = String::new();
         d.read_to_string(&mut s).unwrap();
         assert_eq!(s, "hello world");
         assert_eq!(d.read, 11);
-        let mut small = open(&b"hello world"[..], 5).unwrap();
+        let mut small = open(&b"hello world"[..], 5, 1 << 20).unwrap();
         assert!(small.read_to_end(&mut Vec::new()).is_err());
         assert!(small.exceeded);
     }

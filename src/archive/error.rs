@@ -7,6 +7,7 @@ use std::io;
 
 use super::decode::{Decoded, Format};
 use super::merge::Conflict;
+use super::name::EntryPath;
 use crate::domain::digest::Digest;
 
 /// A failed layer merge. On any error the caller deletes the temporary output.
@@ -29,23 +30,77 @@ pub enum ArchiveError {
         /// What the decoder said.
         cause: std::io::Error,
     },
+    /// The layer starts like zstd but does not decompress, or a frame fails its checksum.
+    #[error("failed to decompress layer {layer}: malformed zstd data ({cause}): push a valid tar+zstd layer")]
+    MalformedZstd {
+        /// Layer digest.
+        layer: Digest,
+        /// What the decoder said.
+        cause: std::io::Error,
+    },
     /// The (decompressed) layer is not a valid tar archive.
     #[error("failed to read layer {layer} as a tar archive after entry '{after}': {cause}: push a valid tar layer")]
     MalformedTar {
         /// Layer digest.
         layer: Digest,
         /// Last entry read successfully (empty at the start).
-        after: String,
+        after: EntryPath,
         /// What the tar reader said.
         cause: std::io::Error,
     },
-    /// An absolute path, a `..` component, or a name that is not UTF-8.
-    #[error("failed to unpack entry '{path}' of layer {layer}: {reason}: rebuild the artifact with relative paths inside its root")]
+    /// A name over the name cap (GNU long name, PAX `path` or `linkpath`), refused before
+    /// it is read into memory.
+    #[error("failed to unpack entry '{path}' of layer {layer}: its name or link target is {bytes} bytes long, over the {limit}-byte limit (PATH_MAX): rebuild the artifact with shorter paths")]
+    NameTooLong {
+        /// Layer digest.
+        layer: Digest,
+        /// The entry (its first bytes when the name itself is too long).
+        path: EntryPath,
+        /// Length of the name or link target.
+        bytes: u64,
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// A path with more components than the depth cap.
+    #[error("failed to unpack entry '{path}' of layer {layer}: the path has more than {limit} components: rebuild the artifact with a shallower tree")]
+    PathTooDeep {
+        /// Layer digest.
+        layer: Digest,
+        /// Entry path.
+        path: EntryPath,
+        /// Most components allowed.
+        limit: usize,
+    },
+    /// A PAX extended header over its cap, refused before it is read into memory.
+    #[error("failed to unpack entry '{path}' of layer {layer}: its PAX extended header is {bytes} bytes, over the {limit}-byte limit: rebuild the artifact without oversized PAX records")]
+    PaxTooLarge {
+        /// Layer digest.
+        layer: Digest,
+        /// The entry, as far as the header shows it.
+        path: EntryPath,
+        /// Size of the PAX header.
+        bytes: u64,
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// The merge's bookkeeping (paths that won, whiteouts) would outgrow its budget.
+    #[error("failed to unpack entry '{path}' of layer {layer}: remembering the layers' paths would take more than {limit} bytes: shrink the artifact (fewer or shorter paths)")]
+    TooManyPaths {
+        /// Layer digest.
+        layer: Digest,
+        /// The entry that did not fit.
+        path: EntryPath,
+        /// The budget in bytes.
+        limit: u64,
+    },
+    /// A name refused by the rules of `name`: absolute, `..`, not UTF-8, NUL, control
+    /// characters, `\`, `x../y`.
+    #[error("failed to unpack entry '{path}' of layer {layer}: {reason}: rebuild the artifact with plain relative names")]
     UnsafePath {
         /// Layer digest.
         layer: Digest,
-        /// Entry path as found (lossy UTF-8).
-        path: String,
+        /// Entry path as found.
+        path: EntryPath,
         /// Why it is refused.
         reason: &'static str,
     },
@@ -55,9 +110,9 @@ pub enum ArchiveError {
         /// Layer digest of the entry.
         layer: Digest,
         /// The entry path.
-        path: String,
+        path: EntryPath,
         /// The symlink on its way.
-        link: String,
+        link: EntryPath,
     },
     /// A lower-layer symlink where higher layers put entries under a directory of that
     /// name, with no real directory replacing the symlink in between.
@@ -66,7 +121,7 @@ pub enum ArchiveError {
         /// Layer digest of the symlink.
         layer: Digest,
         /// The symlink path.
-        path: String,
+        path: EntryPath,
     },
     /// A hardlink entry.
     #[error("failed to unpack entry '{path}' of layer {layer}: hardlinks are not supported: rebuild the artifact with regular files")]
@@ -74,7 +129,7 @@ pub enum ArchiveError {
         /// Layer digest.
         layer: Digest,
         /// Entry path.
-        path: String,
+        path: EntryPath,
     },
     /// A character or block device, a fifo, or another type that has no place in sources.
     #[error("failed to unpack entry '{path}' of layer {layer}: {kind} entries are not allowed: rebuild the artifact with regular files and directories only")]
@@ -82,7 +137,7 @@ pub enum ArchiveError {
         /// Layer digest.
         layer: Digest,
         /// Entry path.
-        path: String,
+        path: EntryPath,
         /// The entry type, in words.
         kind: &'static str,
     },
@@ -92,7 +147,7 @@ pub enum ArchiveError {
         /// Layer digest.
         layer: Digest,
         /// Entry path.
-        path: String,
+        path: EntryPath,
     },
     /// An entry under a path that the same layer made a regular file.
     #[error("failed to unpack entry '{path}' of layer {layer}: its parent '{parent}' is a file in the same layer: rebuild the layer")]
@@ -100,9 +155,9 @@ pub enum ArchiveError {
         /// Layer digest.
         layer: Digest,
         /// Entry path.
-        path: String,
+        path: EntryPath,
         /// The file on its way.
-        parent: String,
+        parent: EntryPath,
     },
     /// Total uncompressed tar bytes over the limit (decompression bomb).
     #[error("failed to unpack layer {layer}: the layers hold more than {limit} uncompressed bytes: raise the uncompressed-size limit or shrink the artifact")]
@@ -118,17 +173,17 @@ pub enum ArchiveError {
         /// Layer digest.
         layer: Digest,
         /// First entry over the limit.
-        path: String,
+        path: EntryPath,
         /// The limit.
         limit: u64,
     },
-    /// A `.sourceignore` larger than [`super::MAX_SOURCEIGNORE_BYTES`].
-    #[error("failed to read '{path}' of layer {layer}: a .sourceignore over {limit} bytes is refused: shorten it")]
+    /// `.sourceignore` files over their cap, together (`limits.max_sourceignore_bytes`).
+    #[error("failed to read '{path}' of layer {layer}: the artifact's .sourceignore files hold more than {limit} bytes together (each counts at least 512): use fewer, shorter ones")]
     SourceIgnoreTooLarge {
         /// Layer digest.
         layer: Digest,
         /// Entry path.
-        path: String,
+        path: EntryPath,
         /// The limit in bytes.
         limit: u64,
     },
@@ -139,7 +194,7 @@ pub enum ArchiveError {
         /// Layer digest.
         layer: Digest,
         /// Entry path.
-        path: String,
+        path: EntryPath,
     },
     /// Writing or compressing the output failed.
     #[error("failed to write the merged archive: {source}")]
@@ -151,6 +206,18 @@ pub enum ArchiveError {
     /// The compressor thread panicked.
     #[error("failed to write the merged archive: the compressor thread panicked")]
     CompressorPanicked,
+}
+
+impl ArchiveError {
+    /// Whether the failure is on the output side (disk, compressor), not in the layers.
+    pub fn is_output_failure(&self) -> bool {
+        matches!(self, Self::Write { .. } | Self::CompressorPanicked)
+    }
+
+    /// Whether reading the layer bytes failed (the registry stream, not their content).
+    pub fn is_input_failure(&self) -> bool {
+        matches!(self, Self::Read { .. })
+    }
 }
 
 /// How reading an entry failed: a final error, or an I/O error to classify once the
@@ -166,16 +233,21 @@ impl From<ArchiveError> for Step {
     }
 }
 
-pub(super) fn conflict(digest: &Digest, path: String, c: Conflict) -> ArchiveError {
+pub(super) fn conflict(digest: &Digest, path: &str, c: Conflict) -> ArchiveError {
     let layer = digest.clone();
+    let path = EntryPath::from(path);
     match c {
         Conflict::Duplicate => ArchiveError::Duplicate { layer, path },
         Conflict::UnderFile(parent) => ArchiveError::UnderFile {
             layer,
             path,
-            parent,
+            parent: EntryPath::from(parent.as_str()),
         },
-        Conflict::ThroughSymlink(link) => ArchiveError::ThroughSymlink { layer, path, link },
+        Conflict::ThroughSymlink(link) => ArchiveError::ThroughSymlink {
+            layer,
+            path,
+            link: EntryPath::from(link.as_str()),
+        },
         Conflict::SymlinkUnderEntries => ArchiveError::SymlinkUnderEntries { layer, path },
     }
 }
@@ -185,7 +257,7 @@ pub(super) fn input_error(
     layer: &Digest,
     decoded: &Decoded<'_>,
     limit: u64,
-    last: &str,
+    last: &EntryPath,
     e: io::Error,
 ) -> ArchiveError {
     let layer = layer.clone();
@@ -198,12 +270,13 @@ pub(super) fn input_error(
             source: io::Error::new(*kind, msg.clone()),
         };
     }
-    if decoded.inner_failed && decoded.format == Format::Gzip {
-        return ArchiveError::MalformedGzip { layer, cause: e };
-    }
-    ArchiveError::MalformedTar {
-        layer,
-        after: last.to_string(),
-        cause: e,
+    match (decoded.inner_failed, decoded.format) {
+        (true, Format::Gzip) => ArchiveError::MalformedGzip { layer, cause: e },
+        (true, Format::Zstd) => ArchiveError::MalformedZstd { layer, cause: e },
+        _ => ArchiveError::MalformedTar {
+            layer,
+            after: last.clone(),
+            cause: e,
+        },
     }
 }

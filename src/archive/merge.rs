@@ -3,12 +3,15 @@
 //! higher non-directory, and which symlinks would make an entry escape. Layers arrive
 //! top first, so the first version of a path seen is the one that survives.
 //!
-//! Memory is one record per winning path (bounded by `limits.max_entries`) plus one
-//! string per whiteout. No I/O here, and no tokio.
+//! Memory is one [`Mark`] per path component of the winners and the whiteouts, in a
+//! [`Tree`] that shares components and stops at the `limits.max_remembered_bytes`
+//! budget ([`TooManyPaths`]). Walking an entry's path costs its length once, however
+//! deep. No I/O here, and no tokio.
 
-use std::collections::{BTreeMap, HashSet};
+use std::ops::ControlFlow;
 
 use super::normalise::{ancestors, Kind};
+use super::tree::{Full, Id, Tree, ROOT};
 
 /// What a winning path is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,10 +57,13 @@ impl Rec {
 pub(super) enum Place {
     /// Not in the final tree (hidden, shadowed, or a version already won).
     Skip,
-    /// It wins; `missing` lists the ancestors to synthesise first, shallowest first.
+    /// It wins; its `missing` deepest ancestors have no record yet and are to be
+    /// synthesised first, shallowest first.
     Win {
-        /// Ancestors without a record yet.
-        missing: Vec<String>,
+        /// How many ancestors have no record yet.
+        missing: usize,
+        /// Whether the deepest recorded ancestor was ignored (`false` for the root).
+        parent_ignored: bool,
     },
 }
 
@@ -75,62 +81,131 @@ pub(super) enum Conflict {
     SymlinkUnderEntries,
 }
 
-/// Merge state across layers.
+/// What the merge remembers about one path component.
 #[derive(Default)]
+pub(super) struct Mark {
+    /// The winner at this path, once there is one.
+    rec: Option<Rec>,
+    /// Layer of the highest `.wh.<name>` hiding this path in the layers below it.
+    hidden_from: Option<u32>,
+    /// Layer of the highest `.wh..wh..opq` hiding this directory's lower content.
+    opaque_from: Option<u32>,
+}
+
+/// The remembered paths outgrew the memory budget.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct TooManyPaths;
+
+impl From<Full> for TooManyPaths {
+    fn from(_: Full) -> Self {
+        Self
+    }
+}
+
+/// Merge state across layers.
 pub(super) struct State {
-    seen: BTreeMap<String, Rec>,
-    hidden: HashSet<String>,
-    opaque: HashSet<String>,
-    pending_hidden: Vec<String>,
-    pending_opaque: Vec<String>,
+    tree: Tree<Mark>,
+    /// The path last placed, and the nodes along it (a prefix of them when it is not
+    /// all in the tree). Entries of a directory come together in a tar: the next path
+    /// reuses the nodes of the components it shares with this one.
+    prev: String,
+    chain: Vec<Id>,
+}
+
+/// How many leading components `a` and `b` share.
+fn shared_components(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let n = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let slashes = a[..n].iter().filter(|c| **c == b'/').count();
+    let ends = |s: &[u8]| s.get(n).is_none_or(|c| *c == b'/');
+    if n > 0 && ends(a) && ends(b) {
+        slashes + 1
+    } else {
+        slashes
+    }
 }
 
 impl State {
-    /// Records a `.wh.<name>` of the current layer; it applies from the next layer on.
-    pub(super) fn hide(&mut self, path: String) {
-        self.pending_hidden.push(path);
+    /// An empty state that may remember `budget` bytes.
+    pub(super) fn new(budget: u64) -> Self {
+        Self {
+            tree: Tree::new(budget),
+            prev: String::new(),
+            chain: Vec::new(),
+        }
     }
 
-    /// Records an opaque marker of the current layer for directory `dir`.
-    pub(super) fn make_opaque(&mut self, dir: String) {
-        self.pending_opaque.push(dir);
+    /// Records a `.wh.<name>` of layer `layer`: it hides `path` from the next layer on.
+    pub(super) fn hide(&mut self, path: &str, layer: u32) -> Result<(), TooManyPaths> {
+        let id = self.tree.add_path(path)?;
+        self.tree.get_mut(id).hidden_from.get_or_insert(layer);
+        Ok(())
     }
 
-    /// Ends a layer: its whiteouts now apply to the layers below.
-    pub(super) fn end_layer(&mut self) {
-        self.hidden.extend(self.pending_hidden.drain(..));
-        self.opaque.extend(self.pending_opaque.drain(..));
+    /// Records an opaque marker of layer `layer` for directory `dir` (`""`: the root).
+    pub(super) fn make_opaque(&mut self, dir: &str, layer: u32) -> Result<(), TooManyPaths> {
+        let id = self.tree.add_path(dir)?;
+        self.tree.get_mut(id).opaque_from.get_or_insert(layer);
+        Ok(())
     }
 
-    fn is_hidden(&self, path: &str) -> bool {
-        if self.opaque.contains("") || self.hidden.contains(path) {
+    /// Points `chain` at the nodes along `path`, reusing those shared with the last path.
+    fn walk(&mut self, path: &str) {
+        let shared = shared_components(&self.prev, path);
+        self.chain.truncate(shared);
+        self.tree.chain(path, &mut self.chain);
+        self.prev.clear();
+        self.prev.push_str(path);
+    }
+
+    /// Whether a whiteout of a higher layer hides the path whose `chain` was just taken
+    /// and which has `depth` components.
+    fn is_hidden(&self, layer: u32, depth: usize) -> bool {
+        let above = |from: Option<u32>| from.is_some_and(|l| l < layer);
+        if above(self.tree.get(ROOT).opaque_from) {
             return true;
         }
-        ancestors(path).any(|a| self.hidden.contains(a) || self.opaque.contains(a))
+        self.chain.iter().enumerate().any(|(i, &id)| {
+            let m = self.tree.get(id);
+            above(m.hidden_from) || (i + 1 < depth && above(m.opaque_from))
+        })
     }
 
-    /// Decides the fate of an entry of `kind` at `path` in layer `layer`.
+    /// Decides the fate of an entry of `kind` at `path` (cleaned, not empty) in layer
+    /// `layer`.
     pub(super) fn place(&mut self, layer: u32, path: &str, kind: Kind) -> Result<Place, Conflict> {
-        if self.is_hidden(path) {
+        self.walk(path);
+        let depth = path.split('/').count();
+        if self.is_hidden(layer, depth) {
             return Ok(Place::Skip);
         }
-        let mut missing = Vec::new();
-        for a in ancestors(path) {
-            match self.seen.get(a) {
-                Some(rec) => match rec.node {
-                    Node::File if rec.layer == layer => return Err(Conflict::UnderFile(a.into())),
-                    Node::Symlink if rec.layer == layer => {
-                        return Err(Conflict::ThroughSymlink(a.into()))
-                    }
-                    // A higher layer put a non-directory here: everything below is gone.
-                    Node::File | Node::Symlink => return Ok(Place::Skip),
-                    Node::Dir { .. } => {}
-                },
-                None => missing.push(a.to_string()),
+        // Recorded paths have recorded parents: the ancestors with a record come first.
+        let mut known = 0;
+        let mut parent_ignored = false;
+        for (a, &id) in ancestors(path).zip(&self.chain) {
+            let Some(rec) = self.tree.get(id).rec else {
+                break;
+            };
+            parent_ignored = rec.ignored;
+            match rec.node {
+                Node::File if rec.layer == layer => return Err(Conflict::UnderFile(a.into())),
+                Node::Symlink if rec.layer == layer => {
+                    return Err(Conflict::ThroughSymlink(a.into()))
+                }
+                // A higher layer put a non-directory here: everything below is gone.
+                Node::File | Node::Symlink => return Ok(Place::Skip),
+                Node::Dir { .. } => known += 1,
             }
         }
-        let place = match self.seen.get_mut(path) {
-            None => Place::Win { missing },
+        let own = match self.chain.get(depth - 1) {
+            Some(&id) => self.tree.get_mut(id).rec.as_mut(),
+            None => None,
+        };
+        let place = match own {
+            None => Place::Win {
+                missing: depth - 1 - known,
+                parent_ignored,
+            },
             Some(rec) => {
                 let same_layer = rec.layer == layer;
                 match (&mut rec.node, kind) {
@@ -154,11 +229,11 @@ impl State {
                 Place::Skip
             }
         };
-        for a in ancestors(path) {
+        for &id in &self.chain[..known] {
             if let Some(Rec {
                 node: Node::Dir { child_low, .. },
                 ..
-            }) = self.seen.get_mut(a)
+            }) = self.tree.get_mut(id).rec.as_mut()
             {
                 *child_low = Some(child_low.map_or(layer, |c| c.max(layer)));
             }
@@ -166,49 +241,73 @@ impl State {
         Ok(place)
     }
 
-    /// Records the winner at `path` (after [`State::place`] said `Win`, for the path and
-    /// each missing ancestor).
-    pub(super) fn record(&mut self, path: String, kind: Kind, layer: u32, ignored: bool) {
-        let node = match kind {
-            Kind::Dir => Node::Dir {
-                explicit_low: Some(layer),
-                child_low: None,
-            },
-            Kind::Symlink => Node::Symlink,
-            _ => Node::File,
-        };
-        self.insert(path, node, layer, ignored);
-    }
-
-    /// Records a synthesised parent directory with a child in `layer`.
-    pub(super) fn record_parent(&mut self, path: String, layer: u32, ignored: bool) {
-        let node = Node::Dir {
-            explicit_low: None,
-            child_low: Some(layer),
-        };
-        self.insert(path, node, layer, ignored);
-    }
-
-    fn insert(&mut self, path: String, node: Node, layer: u32, ignored: bool) {
-        let rec = Rec {
-            node,
-            layer,
-            ignored,
-        };
-        self.seen.insert(path, rec);
-    }
-
-    /// Every winning path under `dir` (`""` = all), with its record.
-    pub(super) fn under<'a>(
-        &'a self,
-        dir: &'a str,
-    ) -> Box<dyn Iterator<Item = (&'a String, &'a Rec)> + 'a> {
-        if dir.is_empty() {
-            return Box::new(self.seen.iter());
+    /// Records the winner at `path` after [`State::place`] said `Win { missing }`, and its
+    /// `missing` synthesised parents, whose ignore verdicts are `parents` (shallowest
+    /// first).
+    pub(super) fn record(
+        &mut self,
+        path: &str,
+        kind: Kind,
+        layer: u32,
+        ignored: bool,
+        parents: &[bool],
+    ) -> Result<(), TooManyPaths> {
+        if self.prev != path {
+            self.walk(path);
         }
-        let start = format!("{dir}/");
-        let end = format!("{dir}0"); // '0' follows '/' in ASCII
-        Box::new(self.seen.range(start..end))
+        let mut at = self.chain.last().copied().unwrap_or(ROOT);
+        for comp in path.split('/').skip(self.chain.len()) {
+            at = self.tree.child_or_add(at, comp)?;
+            self.chain.push(at);
+        }
+        let mut parents = parents.iter();
+        let last = self.chain.len() - 1;
+        for (i, &id) in self.chain.iter().enumerate() {
+            let mark = self.tree.get_mut(id);
+            if i == last {
+                let node = match kind {
+                    Kind::Dir => Node::Dir {
+                        explicit_low: Some(layer),
+                        child_low: None,
+                    },
+                    Kind::Symlink => Node::Symlink,
+                    _ => Node::File,
+                };
+                mark.rec = Some(Rec {
+                    node,
+                    layer,
+                    ignored,
+                });
+            } else if mark.rec.is_none() {
+                let node = Node::Dir {
+                    explicit_low: None,
+                    child_low: Some(layer),
+                };
+                let ignored = parents.next().copied().unwrap_or(false);
+                mark.rec = Some(Rec {
+                    node,
+                    layer,
+                    ignored,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Walks the winners under `dir` (`""` = all) top down: `f` gets each path, its
+    /// record and the value `f` returned for its parent (`top` for `dir`'s children), and
+    /// returns the value for the children or breaks. Whether some call broke.
+    pub(super) fn any_under<V: Copy>(
+        &self,
+        dir: &str,
+        top: V,
+        mut f: impl FnMut(&str, &Rec, V) -> ControlFlow<(), V>,
+    ) -> bool {
+        self.tree.any_under(dir, top, |p, mark, above| match &mark.rec {
+            Some(rec) => f(p, rec, above),
+            // Nothing recorded here (a whiteout): nothing recorded below either.
+            None => ControlFlow::Continue(above),
+        })
     }
 }
 
@@ -219,27 +318,34 @@ mod tests {
 
     fn win(state: &mut State, layer: u32, path: &str, kind: Kind) -> Result<Place, Conflict> {
         let place = state.place(layer, path, kind)?;
-        if let Place::Win { missing } = &place {
-            for m in missing {
-                state.record_parent(m.clone(), layer, false);
-            }
-            state.record(path.into(), kind, layer, false);
+        if let Place::Win { missing, .. } = &place {
+            state
+                .record(path, kind, layer, false, &vec![false; *missing])
+                .unwrap();
         }
         Ok(place)
     }
 
+    fn state() -> State {
+        State::new(1 << 20)
+    }
+
     #[test]
     fn first_version_wins_and_parents_are_missing_once() {
-        let mut s = State::default();
+        let mut s = state();
         assert_eq!(
             win(&mut s, 0, "a/b/c", Kind::File),
             Ok(Place::Win {
-                missing: vec!["a".into(), "a/b".into()]
+                missing: 2,
+                parent_ignored: false
             })
         );
         assert_eq!(
             win(&mut s, 0, "a/b/d", Kind::File),
-            Ok(Place::Win { missing: vec![] })
+            Ok(Place::Win {
+                missing: 0,
+                parent_ignored: false
+            })
         );
         assert_eq!(win(&mut s, 1, "a/b/c", Kind::File), Ok(Place::Skip));
         assert_eq!(
@@ -255,14 +361,13 @@ mod tests {
 
     #[test]
     fn whiteouts_apply_to_lower_layers_only() {
-        let mut s = State::default();
-        s.hide("x".into());
-        s.make_opaque("d".into());
+        let mut s = state();
+        s.hide("x", 0).unwrap();
+        s.make_opaque("d", 0).unwrap();
         assert!(matches!(
             win(&mut s, 0, "x/keep", Kind::File),
             Ok(Place::Win { .. })
         ));
-        s.end_layer();
         assert_eq!(win(&mut s, 1, "x/other", Kind::File), Ok(Place::Skip));
         assert_eq!(win(&mut s, 1, "d/f", Kind::File), Ok(Place::Skip));
         assert!(
@@ -273,7 +378,7 @@ mod tests {
 
     #[test]
     fn higher_file_shadows_lower_subtree() {
-        let mut s = State::default();
+        let mut s = state();
         win(&mut s, 0, "etc", Kind::File).unwrap();
         assert_eq!(win(&mut s, 1, "etc/passwd", Kind::File), Ok(Place::Skip));
         win(&mut s, 0, "ln", Kind::Symlink).unwrap();
@@ -290,17 +395,17 @@ mod tests {
 
     #[test]
     fn lower_symlink_under_higher_entries_is_refused_unless_a_real_dir_replaced_it() {
-        let mut s = State::default();
+        let mut s = state();
         win(&mut s, 0, "a/x", Kind::File).unwrap();
         assert_eq!(
             win(&mut s, 1, "a", Kind::Symlink),
             Err(Conflict::SymlinkUnderEntries)
         );
-        let mut s = State::default();
+        let mut s = state();
         win(&mut s, 0, "a/x", Kind::File).unwrap();
         win(&mut s, 1, "a", Kind::Dir).unwrap();
         assert_eq!(win(&mut s, 2, "a", Kind::Symlink), Ok(Place::Skip));
-        let mut s = State::default();
+        let mut s = state();
         win(&mut s, 0, "a", Kind::Dir).unwrap();
         win(&mut s, 1, "a/x", Kind::File).unwrap();
         assert_eq!(
@@ -310,13 +415,77 @@ mod tests {
     }
 
     #[test]
-    fn under_lists_a_subtree_only() {
-        let mut s = State::default();
+    fn any_under_sees_winners_only() {
+        let mut s = state();
         for p in ["a/x", "a/y/z", "ab", "a0"] {
             win(&mut s, 0, p, Kind::File).unwrap();
         }
-        let got: Vec<&String> = s.under("a").map(|(p, _)| p).collect();
-        assert_eq!(got, vec!["a/x", "a/y", "a/y/z"]);
-        assert_eq!(s.under("").count(), 6);
+        s.hide("a/gone", 0).unwrap();
+        let mut got = Vec::new();
+        s.any_under("a", 0, |p, _, depth| {
+            got.push(format!("{p}@{depth}"));
+            ControlFlow::Continue(depth + 1)
+        });
+        got.sort();
+        assert_eq!(got, vec!["a/x@0", "a/y/z@1", "a/y@0"]);
+    }
+
+    #[test]
+    fn shared_components_stop_at_a_component_boundary() {
+        for (a, b, n) in [
+            ("x/y/z", "x/y/w", 2),
+            ("x/y", "x/y/z", 2),
+            ("x/yy", "x/y", 1),
+            ("abc", "xyz", 0),
+            ("", "a", 0),
+            ("a/b", "a/b", 2),
+        ] {
+            assert_eq!(shared_components(a, b), n, "{a} {b}");
+            assert_eq!(shared_components(b, a), n, "{b} {a}");
+        }
+    }
+
+    #[test]
+    fn places_in_any_order_agree_with_the_tree() {
+        // Reusing the last path's nodes must not leak a stale node into another path.
+        let mut s = state();
+        for p in ["a/b/c", "a/b/d", "a/x", "a/b/c/e", "b", "a/b"] {
+            let kind = if p == "a/b/c" { Kind::Dir } else { Kind::File };
+            let _ = win(&mut s, 0, p, kind);
+        }
+        assert_eq!(win(&mut s, 1, "a/x/y", Kind::File), Ok(Place::Skip), "under a file");
+        let mut got = Vec::new();
+        s.any_under("", (), |p, _, ()| {
+            got.push(p.to_string());
+            ControlFlow::Continue(())
+        });
+        got.sort();
+        assert_eq!(got, vec!["a", "a/b", "a/b/c", "a/b/c/e", "a/b/d", "a/x", "b"]);
+    }
+
+    #[test]
+    fn an_opaque_root_hides_every_lower_path() {
+        let mut s = state();
+        s.make_opaque("", 0).unwrap();
+        assert!(matches!(win(&mut s, 0, "top", Kind::File), Ok(Place::Win { .. })));
+        assert_eq!(win(&mut s, 1, "low", Kind::File), Ok(Place::Skip));
+    }
+
+    #[test]
+    fn remembering_stops_at_the_budget() {
+        let mut s = State::new(4096);
+        let mut refused = None;
+        for i in 0..1000 {
+            let path = format!("dir{i}/file");
+            if let Ok(Place::Win { missing, .. }) = s.place(0, &path, Kind::File) {
+                if s.record(&path, Kind::File, 0, false, &vec![false; missing]).is_err() {
+                    refused = Some(i);
+                    break;
+                }
+            }
+        }
+        let at = refused.expect("the budget must stop the merge");
+        assert!(at > 5 && at < 100, "{at}");
+        assert_eq!(s.hide("more/whiteouts", 1), Err(TooManyPaths));
     }
 }

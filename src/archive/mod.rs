@@ -14,36 +14,50 @@
 //! the returned files preloaded via [`IgnoreRules::add_sourceignore`]. A second pass that
 //! would need a third fails with [`ArchiveError::SourceIgnoreUnstable`].
 //!
+//! Hostile layers meet caps before memory: names (PATH_MAX) and path depth (`name`),
+//! GNU long-name and PAX records refused from their headers (`tarstream`), the merge's
+//! bookkeeping in a budgeted tree of components (`merge`, `tree`), zstd windows and
+//! checksums (`zstd`), total uncompressed bytes and entries (`decode`, here). Every error
+//! names the layer digest and the entry, escaped ([`EntryPath`]).
+//!
 //! Sync `std::io` only; the async bridge lives in [`bridge`], the only module here that
 //! may import tokio.
 
 pub mod bridge;
 mod compress;
 mod decode;
+mod entry;
 mod error;
 mod merge;
+mod name;
 mod normalise;
+mod tarstream;
+#[cfg(test)]
+mod test_layers;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_hostile;
+#[cfg(test)]
+mod tests_names;
+mod tree;
+mod zstd;
 
 use std::io::{self, Read, Write};
 
 use crate::domain::digest::Digest;
-use crate::domain::ignore::{IgnoreRules, SOURCEIGNORE};
+use crate::domain::ignore::IgnoreRules;
+pub use crate::domain::limits::MAX_SOURCEIGNORE_BYTES;
 use crate::domain::limits::Limits;
 use crate::domain::manifest::Descriptor;
 
 use compress::Sink;
-use decode::{Decoded, Exact};
+use decode::Decoded;
 pub use error::ArchiveError;
-use error::{conflict, input_error, Step};
-use merge::{Place, State};
-use normalise::{clean_path, file_mode, kind_of, split, whiteout, Kind, Whiteout};
-
-/// Largest `.sourceignore` read into memory.
-pub const MAX_SOURCEIGNORE_BYTES: u64 = 1 << 20;
+use error::{input_error, Step};
+use merge::State;
+pub use name::EntryPath;
+use tarstream::{TarError, TarStream, Why};
 
 /// What a merge applies besides the layers.
 #[derive(Clone, Debug, Default)]
@@ -102,6 +116,10 @@ pub struct Merger<W: Write + Send + 'static> {
     second_pass: bool,
     collect_only: bool,
     found: Vec<(String, String)>,
+    /// `.sourceignore` bytes read so far (each file counts at least 512).
+    found_bytes: u64,
+    /// Paths visited by `.sourceignore` change checks so far.
+    checked: u64,
 }
 
 impl<W: Write + Send + 'static> Merger<W> {
@@ -113,14 +131,16 @@ impl<W: Write + Send + 'static> Merger<W> {
             sink: None,
             second_pass: opts.ignore.sourceignore_count() > 0,
             rules: opts.ignore,
+            state: State::new(opts.limits.max_remembered_bytes),
             limits: opts.limits,
-            state: State::default(),
             layer: 0,
             read_entries: 0,
             read_bytes: 0,
             stats: MergeStats::default(),
             collect_only: false,
             found: Vec::new(),
+            found_bytes: 0,
+            checked: 0,
         }
     }
 
@@ -139,11 +159,13 @@ impl<W: Write + Send + 'static> Merger<W> {
             .limits
             .max_uncompressed_bytes
             .saturating_sub(self.read_bytes);
-        let mut decoded = decode::open(reader, budget).map_err(|source| ArchiveError::Read {
-            layer: digest.clone(),
-            source,
-        })?;
-        let mut last = String::new();
+        let max_window = self.limits.max_zstd_window_bytes;
+        let mut decoded =
+            decode::open(reader, budget, max_window).map_err(|source| ArchiveError::Read {
+                layer: digest.clone(),
+                source,
+            })?;
+        let mut last = EntryPath::default();
         let result = self
             .entries(digest, &mut decoded, &mut last)
             .and_then(|()| {
@@ -159,7 +181,6 @@ impl<W: Write + Send + 'static> Merger<W> {
         });
         self.read_bytes += decoded.read;
         self.stats.uncompressed_bytes = self.read_bytes;
-        self.state.end_layer();
         self.layer += 1;
         result
     }
@@ -168,184 +189,42 @@ impl<W: Write + Send + 'static> Merger<W> {
         &mut self,
         digest: &Digest,
         decoded: &mut Decoded<'_>,
-        last: &mut String,
+        last: &mut EntryPath,
     ) -> Result<(), Step> {
-        let mut archive = tar::Archive::new(&mut *decoded);
-        for entry in archive.entries().map_err(Step::Io)? {
-            let mut entry = entry.map_err(Step::Io)?;
-            self.entry(digest, &mut entry, last)?;
+        let mut tar = TarStream::new(&mut *decoded, &self.limits);
+        loop {
+            let raw = match tar.next_entry() {
+                Ok(Some(raw)) => raw,
+                Ok(None) => return Ok(()),
+                Err(TarError::Io(e)) => return Err(Step::Io(e)),
+                Err(TarError::Refused(path, why)) => {
+                    return Err(self.refused(digest, path, why).into())
+                }
+            };
+            self.entry(digest, &raw, &mut tar, last)?;
         }
-        Ok(())
     }
 
-    fn entry<R: Read>(
-        &mut self,
-        digest: &Digest,
-        entry: &mut tar::Entry<'_, R>,
-        last: &mut String,
-    ) -> Result<(), Step> {
-        let raw = entry.path_bytes();
-        let path = clean_path(&raw).map_err(|reason| ArchiveError::UnsafePath {
-            layer: digest.clone(),
-            path: String::from_utf8_lossy(&raw).into_owned(),
-            reason,
-        })?;
-        last.clone_from(&path);
-        self.read_entries += 1;
-        if self.read_entries > self.limits.max_entries {
-            return Err(ArchiveError::TooManyEntries {
-                layer: digest.clone(),
+    fn refused(&self, digest: &Digest, path: EntryPath, why: Why) -> ArchiveError {
+        let layer = digest.clone();
+        match why {
+            Why::NameTooLong { bytes } => ArchiveError::NameTooLong {
+                layer,
                 path,
-                limit: self.limits.max_entries,
-            }
-            .into());
-        }
-        let header = entry.header();
-        let kind = kind_of(header.entry_type());
-        let mode = header.mode().unwrap_or(0o644);
-        match kind {
-            Kind::Hardlink => {
-                return Err(ArchiveError::Hardlink {
-                    layer: digest.clone(),
-                    path,
-                }
-                .into())
-            }
-            Kind::Special(kind) => {
-                return Err(ArchiveError::SpecialFile {
-                    layer: digest.clone(),
-                    path,
-                    kind,
-                }
-                .into())
-            }
-            Kind::Meta => return Ok(()),
-            Kind::File | Kind::Dir | Kind::Symlink => {}
-        }
-        if path.is_empty() {
-            return Ok(());
-        }
-        if let Some(w) = whiteout(&path) {
-            match w {
-                Whiteout::Hide(p) => self.state.hide(p),
-                Whiteout::Opaque(d) => self.state.make_opaque(d),
-                Whiteout::Meta => {}
-            }
-            self.stats.skipped += 1;
-            return Ok(());
-        }
-        let missing = match self.state.place(self.layer, &path, kind) {
-            Ok(Place::Win { missing }) => missing,
-            Ok(Place::Skip) => {
-                self.stats.skipped += 1;
-                return Ok(());
-            }
-            Err(c) => return Err(conflict(digest, path, c).into()),
-        };
-        for dir in missing {
-            let ignored = self.rules.is_ignored(&dir, true);
-            if !ignored {
-                self.write(|s| s.dir(&dir))
-                    .map_err(|e| self.write_error(e))?;
-                self.stats.dirs += 1;
-            }
-            self.state.record_parent(dir, self.layer, ignored);
-        }
-        let ignored = self.rules.is_ignored(&path, kind == Kind::Dir);
-        if ignored || kind == Kind::Symlink {
-            self.stats.skipped += 1;
-        } else if kind == Kind::Dir {
-            self.write(|s| s.dir(&path))
-                .map_err(|e| self.write_error(e))?;
-            self.stats.dirs += 1;
-        } else if split(&path).1 == SOURCEIGNORE {
-            let size = entry.size();
-            if size > MAX_SOURCEIGNORE_BYTES {
-                let limit = MAX_SOURCEIGNORE_BYTES;
-                return Err(ArchiveError::SourceIgnoreTooLarge {
-                    layer: digest.clone(),
-                    path,
-                    limit,
-                }
-                .into());
-            }
-            let mut content = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-            Exact::new(&mut *entry, size)
-                .read_to_end(&mut content)
-                .map_err(Step::Io)?;
-            self.sourceignore(digest, &path, &String::from_utf8_lossy(&content))?;
-            self.write(|s| s.file(&path, file_mode(mode), size, &content[..]))
-                .map_err(|e| self.write_error(e))?;
-            self.stats.files += 1;
-        } else {
-            let size = entry.size();
-            let mut data = Exact::new(&mut *entry, size);
-            let written = self.write(|s| s.file(&path, file_mode(mode), size, &mut data));
-            if let Err(e) = written {
-                return Err(if data.failed {
-                    Step::Io(e)
-                } else {
-                    Step::Fail(self.write_error(e))
-                });
-            }
-            self.stats.files += 1;
-        }
-        self.state.record(path, kind, self.layer, ignored);
-        Ok(())
-    }
-
-    /// Loads a winning `.sourceignore` and checks whether it changes entries already
-    /// decided; if so, switches to collect-only mode.
-    fn sourceignore(
-        &mut self,
-        digest: &Digest,
-        path: &str,
-        content: &str,
-    ) -> Result<(), ArchiveError> {
-        let dir = split(path).0;
-        self.found.push((dir.to_string(), content.to_string()));
-        if self.rules.has_sourceignore(dir, content) {
-            return Ok(());
-        }
-        self.rules.add_sourceignore(dir, content);
-        if self.collect_only {
-            return Ok(());
-        }
-        let rules = &self.rules;
-        let changed = self
-            .state
-            .under(dir)
-            .any(|(p, rec)| rec.emittable() && rules.is_ignored(p, rec.is_dir()) != rec.ignored);
-        if changed {
-            if self.second_pass {
-                return Err(ArchiveError::SourceIgnoreUnstable {
-                    layer: digest.clone(),
-                    path: path.to_string(),
-                });
-            }
-            self.collect_only = true;
-        }
-        Ok(())
-    }
-
-    /// Runs `f` on the sink unless the merger only collects `.sourceignore` files.
-    fn write(&mut self, f: impl FnOnce(&mut Sink<W>) -> io::Result<()>) -> io::Result<()> {
-        if self.collect_only {
-            return Ok(());
-        }
-        match self.sink.as_mut() {
-            Some(sink) => {
-                self.stats.entries += 1;
-                f(sink)
-            }
-            None => Err(io::Error::other("the merged archive was already abandoned")),
-        }
-    }
-
-    fn write_error(&mut self, e: io::Error) -> ArchiveError {
-        match self.sink.take() {
-            Some(sink) => sink.abandon(e),
-            None => ArchiveError::Write { source: e },
+                bytes,
+                limit: self.limits.max_name_bytes,
+            },
+            Why::PaxTooLarge { bytes } => ArchiveError::PaxTooLarge {
+                layer,
+                path,
+                bytes,
+                limit: self.limits.max_pax_bytes,
+            },
+            Why::Sparse => ArchiveError::SpecialFile {
+                layer,
+                path,
+                kind: "PAX sparse file",
+            },
         }
     }
 

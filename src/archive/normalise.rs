@@ -1,6 +1,6 @@
-//! Entry-level rules of the merge: cleaning and checking entry paths, classifying tar
-//! entry types, recognising OCI whiteouts, and building the normalised output headers
-//! (uid/gid 0, no names, zero times, 0750 dirs, 0600/0700 files). Pure functions over
+//! Entry-level rules of the merge: classifying tar entry types, recognising OCI
+//! whiteouts, and building the normalised output headers (uid/gid 0, no names, zero
+//! times, 0750 dirs, 0600/0700 files). Names are checked in `name`. Pure functions over
 //! `tar` types; no I/O and no tokio.
 
 use tar::{EntryType, Header};
@@ -9,30 +9,6 @@ use tar::{EntryType, Header};
 const WHITEOUT: &str = ".wh.";
 /// Name of the opaque-directory marker.
 const OPAQUE: &str = ".wh..wh..opq";
-
-/// Turns a raw tar path into `a/b/c`: no leading `./`, no empty or `.` components, no
-/// trailing slash. `Ok("")` is the root itself. Refuses absolute paths, `..` components
-/// and names that are not UTF-8.
-pub(super) fn clean_path(raw: &[u8]) -> Result<String, &'static str> {
-    let s = std::str::from_utf8(raw).map_err(|_| "the path is not valid UTF-8")?;
-    if s.starts_with('/') {
-        return Err("absolute paths are not allowed");
-    }
-    let mut out = String::with_capacity(s.len());
-    for comp in s.split('/') {
-        match comp {
-            "" | "." => {}
-            ".." => return Err("'..' path components are not allowed"),
-            c => {
-                if !out.is_empty() {
-                    out.push('/');
-                }
-                out.push_str(c);
-            }
-        }
-    }
-    Ok(out)
-}
 
 /// What an input entry is, as far as the merge cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,23 +114,6 @@ mod tests {
     use rstest::rstest;
 
     use super::*;
-
-    #[rstest]
-    #[case("a/b", Ok("a/b"))]
-    #[case("./a//b/./c/", Ok("a/b/c"))]
-    #[case("./", Ok(""))]
-    #[case("/etc/passwd", Err("absolute paths are not allowed"))]
-    #[case("a/../../x", Err("'..' path components are not allowed"))]
-    #[case("..", Err("'..' path components are not allowed"))]
-    #[case("a..b/c..", Ok("a..b/c.."))]
-    fn cleans_or_refuses_paths(#[case] raw: &str, #[case] want: Result<&str, &str>) {
-        assert_eq!(clean_path(raw.as_bytes()).as_deref().map_err(|e| *e), want);
-    }
-
-    #[test]
-    fn refuses_non_utf8() {
-        assert!(clean_path(b"a/\xff").is_err());
-    }
 
     #[rstest]
     #[case("a/.wh.b", Some(Whiteout::Hide("a/b".into())))]

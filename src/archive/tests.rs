@@ -1,123 +1,12 @@
-//! Behaviour tests of the merge on tars built in memory: layer order, whiteouts, parents,
-//! normalisation, ignore rules, `.sourceignore` passes, determinism, formats. Shared
-//! builders live here for `tests_hostile`.
+//! Behaviour tests of the merge on tars built in memory, merged through the production
+//! bridge (`test_layers::merge`): layer order, whiteouts, parents, normalisation, ignore
+//! rules, `.sourceignore` passes, determinism, formats.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use tar::Header;
 
-use tar::{EntryType, Header};
-
+use super::test_layers::{done, gz, listing, merge, no_ignores, tar_of, E};
 use super::*;
-
-/// One entry of a test layer.
-pub(super) enum E<'a> {
-    File(&'a str, &'a str),
-    Exec(&'a str, &'a str),
-    Dir(&'a str),
-    Link(&'a str, &'a str),
-    Raw(&'a [u8], EntryType, &'a str),
-}
-
-/// A plain tar of `entries`, written with raw headers so hostile names survive.
-pub(super) fn tar_of(entries: &[E<'_>]) -> Vec<u8> {
-    let mut b = tar::Builder::new(Vec::new());
-    for e in entries {
-        let (name, kind, data, mode, link): (&[u8], EntryType, &str, u32, &str) = match e {
-            E::File(p, d) => (p.as_bytes(), EntryType::Regular, d, 0o644, ""),
-            E::Exec(p, d) => (p.as_bytes(), EntryType::Regular, d, 0o755, ""),
-            E::Dir(p) => (p.as_bytes(), EntryType::Directory, "", 0o755, ""),
-            E::Link(p, t) => (p.as_bytes(), EntryType::Symlink, "", 0o777, t),
-            E::Raw(p, k, d) => (p, *k, d, 0o644, "target"),
-        };
-        let mut h = Header::new_gnu();
-        h.as_old_mut().name[..name.len()].copy_from_slice(name);
-        h.set_entry_type(kind);
-        h.set_mode(mode);
-        h.set_uid(1000);
-        h.set_gid(1000);
-        h.set_mtime(1_700_000_000);
-        h.set_username("alice").unwrap();
-        if !link.is_empty() && matches!(kind, EntryType::Symlink | EntryType::Link) {
-            h.set_link_name(link).unwrap();
-        }
-        h.set_size(data.len() as u64);
-        h.set_cksum();
-        b.append(&h, data.as_bytes()).unwrap();
-    }
-    b.into_inner().unwrap()
-}
-
-pub(super) fn gz(bytes: &[u8]) -> Vec<u8> {
-    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    e.write_all(bytes).unwrap();
-    e.finish().unwrap()
-}
-
-pub(super) fn desc(blob: &[u8]) -> Descriptor {
-    Descriptor {
-        media_type: crate::domain::manifest::FLUX_CONTENT.into(),
-        digest: Digest::of(blob),
-        size: blob.len() as u64,
-        annotations: BTreeMap::new(),
-        platform: None,
-        artifact_type: None,
-    }
-}
-
-/// Merges blobs given TOP first.
-pub(super) fn merge(
-    top_first: &[Vec<u8>],
-    opts: MergeOptions,
-) -> Result<MergeOutcome<Vec<u8>>, ArchiveError> {
-    let mut m = Merger::new(Vec::new(), opts);
-    for blob in top_first {
-        m.add_layer(&desc(blob), &blob[..])?;
-    }
-    m.finish()
-}
-
-pub(super) fn no_ignores() -> MergeOptions {
-    MergeOptions {
-        ignore: IgnoreRules::none(),
-        limits: Limits::default(),
-    }
-}
-
-/// The output entries: (path, type, mode, content).
-pub(super) fn done(outcome: MergeOutcome<Vec<u8>>) -> (Vec<u8>, MergeStats) {
-    match outcome {
-        MergeOutcome::Done { out, stats } => (out, stats),
-        MergeOutcome::NeedsSecondPass { sourceignore } => {
-            panic!("unexpected second pass: {sourceignore:?}")
-        }
-    }
-}
-
-pub(super) fn listing(targz: &[u8]) -> Vec<(String, char, u32, String)> {
-    let mut a = tar::Archive::new(flate2::read::GzDecoder::new(targz));
-    let mut out = Vec::new();
-    for e in a.entries().unwrap() {
-        let mut e = e.unwrap();
-        let h = e.header().clone();
-        assert_eq!(
-            (h.uid().unwrap(), h.gid().unwrap(), h.mtime().unwrap()),
-            (0, 0, 0)
-        );
-        assert_eq!(h.username_bytes().unwrap_or_default(), b"");
-        assert_eq!(h.groupname_bytes().unwrap_or_default(), b"");
-        let t = if h.entry_type().is_dir() { 'd' } else { 'f' };
-        let mut s = String::new();
-        e.read_to_string(&mut s).unwrap();
-        out.push((
-            e.path().unwrap().to_string_lossy().into_owned(),
-            t,
-            h.mode().unwrap(),
-            s,
-        ));
-    }
-    out
-}
 
 fn paths(targz: &[u8]) -> Vec<String> {
     listing(targz).into_iter().map(|e| e.0).collect()
@@ -375,32 +264,6 @@ fn large_layers_stream_through_the_compressor() {
     let list = listing(&out);
     assert_eq!(content(&list, "big").map(str::len), Some(big.len()));
     assert_eq!(stats.uncompressed_bytes, layer.len() as u64);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bridge_feeds_blob_streams_into_the_merge() {
-    let top = gz(&tar_of(&[E::File("a", "top")]));
-    let bottom = tar_of(&[E::File("a", "bottom"), E::File("b", "b")]);
-    let stream = |blob: Vec<u8>| -> crate::ports::BlobStream {
-        let chunks: Vec<Result<bytes::Bytes, crate::ports::RegistryError>> = blob
-            .chunks(1000)
-            .map(|c| Ok(bytes::Bytes::copy_from_slice(c)))
-            .collect();
-        Box::pin(futures::stream::iter(chunks))
-    };
-    let layers = vec![
-        (desc(&top), stream(top.clone())),
-        (desc(&bottom), stream(bottom.clone())),
-    ];
-    let outcome = bridge::merge_layers(Vec::new(), no_ignores(), layers)
-        .await
-        .unwrap();
-    let (out, _) = done(outcome);
-    let list = listing(&out);
-    assert_eq!(
-        (content(&list, "a"), content(&list, "b")),
-        (Some("top"), Some("b"))
-    );
 }
 
 #[test]

@@ -1,19 +1,22 @@
-//! Hostile and broken input: each case must fail with the right `ArchiveError` variant,
-//! and its message must name the layer digest and the entry path.
+//! Hostile and broken input, merged through the production bridge
+//! (`test_layers::merge`): each case must fail with the right `ArchiveError` variant, and
+//! its message must name the layer digest and the entry path. Hostile names, extension
+//! records and caps are in `tests_names`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use tar::EntryType;
 
-use super::tests::{desc, done, gz, merge, no_ignores, tar_of, E};
+use super::bridge::{BridgeError, MergeTask};
+use super::test_layers::{blob_stream, desc, done, gz, listing, merge, no_ignores, tar_of, zstd_cli, E};
 use super::*;
 
 /// Merges and returns the error with its message; checks the message names the digest of
 /// `culprit` and contains `path`.
-fn refused(top_first: &[Vec<u8>], culprit: usize, path: &str) -> (ArchiveError, String) {
+pub(super) fn refused(top_first: &[Vec<u8>], culprit: usize, path: &str) -> (ArchiveError, String) {
     refused_with(top_first, no_ignores(), culprit, path)
 }
 
-fn refused_with(
+pub(super) fn refused_with(
     top_first: &[Vec<u8>],
     opts: MergeOptions,
     culprit: usize,
@@ -59,7 +62,7 @@ fn entries_through_a_symlink_of_the_same_layer_are_refused() {
     let layer = tar_of(&[E::Link("etc", "/etc"), E::File("etc/cron.d/job", "x")]);
     let (err, msg) = refused(&[layer], 0, "etc/cron.d/job");
     assert!(
-        matches!(err, ArchiveError::ThroughSymlink { ref link, .. } if link == "etc"),
+        matches!(err, ArchiveError::ThroughSymlink { ref link, .. } if link.as_str() == "etc"),
         "{msg}"
     );
 }
@@ -81,7 +84,7 @@ fn a_real_directory_in_a_higher_layer_makes_a_lower_symlink_harmless() {
     let middle = tar_of(&[E::Dir("etc")]);
     let bottom = tar_of(&[E::Link("etc", "/etc"), E::Link("l", "x")]);
     let (out, _) = done(merge(&[top, middle, bottom], no_ignores()).unwrap());
-    assert_eq!(super::tests::listing(&out).len(), 2);
+    assert_eq!(listing(&out).len(), 2);
 }
 
 #[test]
@@ -151,20 +154,11 @@ fn malformed_tar_is_reported_as_such() {
 
 #[test]
 fn zstd_layers_are_decoded_and_a_broken_frame_names_the_layer() {
-    // Compressed by the zstd CLI, an encoder independent of the decoder under test.
     let tar = tar_of(&[E::File("z/config.yaml", "from zstd")]);
-    let mut child = std::process::Command::new("zstd")
-        .args(["-q", "-c", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("the zstd CLI (apt-get install zstd)");
-    std::io::Write::write_all(child.stdin.as_mut().unwrap(), &tar).unwrap();
-    drop(child.stdin.take());
-    let blob = child.wait_with_output().unwrap().stdout;
+    let blob = zstd_cli(&["--check"], &tar);
     assert_eq!(&blob[..4], &[0x28, 0xb5, 0x2f, 0xfd]);
     let (out, _) = done(merge(&[blob], no_ignores()).unwrap());
-    let entries = super::tests::listing(&out);
+    let entries = listing(&out);
     assert!(
         entries
             .iter()
@@ -175,7 +169,18 @@ fn zstd_layers_are_decoded_and_a_broken_frame_names_the_layer() {
     let broken = vec![0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0, 0];
     let digest = desc(&broken).digest.to_string();
     let err = merge(&[broken], no_ignores()).unwrap_err();
+    assert!(matches!(err, ArchiveError::MalformedZstd { .. }), "{err:?}");
     assert!(err.to_string().contains(&digest), "{err}");
+
+    // A flipped bit in the content fails the frame checksum, whatever the tar reader saw.
+    let mut corrupt = zstd_cli(&["--check", "-1"], &tar);
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0x01;
+    let err = merge(&[corrupt], no_ignores()).unwrap_err();
+    assert!(
+        matches!(err, ArchiveError::MalformedZstd { ref cause, .. } if cause.to_string().contains("checksum")),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -260,10 +265,18 @@ fn a_failing_stream_is_a_read_error_not_a_format_error() {
 }
 
 #[test]
-fn an_oversized_sourceignore_is_refused() {
-    let big = "#".repeat(usize::try_from(MAX_SOURCEIGNORE_BYTES).unwrap() + 1);
+fn oversized_sourceignores_are_refused_alone_or_together() {
+    let cap = usize::try_from(Limits::default().max_sourceignore_bytes).unwrap();
+    let big = "#".repeat(cap + 1);
     let layer = tar_of(&[E::File("d/.sourceignore", &big)]);
     let (err, _) = refused(&[layer], 0, "d/.sourceignore");
+    assert!(
+        matches!(err, ArchiveError::SourceIgnoreTooLarge { .. }),
+        "{err:?}"
+    );
+    let half = "#".repeat(cap / 2 + 1);
+    let two = tar_of(&[E::File("a/.sourceignore", &half), E::File("b/.sourceignore", &half)]);
+    let (err, _) = refused(&[two], 0, "b/.sourceignore");
     assert!(
         matches!(err, ArchiveError::SourceIgnoreTooLarge { .. }),
         "{err:?}"
@@ -304,10 +317,10 @@ async fn a_registry_error_mid_stream_fails_the_merge_with_the_layer_named() {
             "blob digest mismatch",
         )),
     ];
+    let task = MergeTask::spawn(Vec::new(), no_ignores(), bridge::DEFAULT_CAPACITY);
     let stream: crate::ports::BlobStream = Box::pin(futures::stream::iter(chunks));
-    let err = bridge::merge_layers(Vec::new(), no_ignores(), vec![(desc(&blob), stream)])
-        .await
-        .unwrap_err();
+    let _ = task.feed(desc(&blob), stream).await;
+    let err = task.finish().await.unwrap_err();
     let chain = format!(
         "{err}: {}",
         std::error::Error::source(&err)
@@ -315,13 +328,26 @@ async fn a_registry_error_mid_stream_fails_the_merge_with_the_layer_named() {
             .unwrap_or_default()
     );
     assert!(
-        matches!(err, bridge::BridgeError::Merge(ArchiveError::Read { .. })),
+        matches!(err, BridgeError::Merge(ArchiveError::Read { .. })),
         "{err:?}"
     );
     assert!(
         chain.contains(&digest) && chain.contains("blob digest mismatch"),
         "{chain}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merge_that_stopped_takes_no_more_layers() {
+    let bad = tar_of(&[E::Raw(b"/etc/passwd", EntryType::Regular, "x")]);
+    // More than the bridge holds, so the whole of it cannot sit in the channel.
+    let good = tar_of(&[E::File("a", &"y".repeat(2 << 20))]);
+    let task = MergeTask::spawn(Vec::new(), no_ignores(), bridge::DEFAULT_CAPACITY);
+    let _ = task.feed(desc(&bad), blob_stream(&bad)).await;
+    // The merger refused the first layer: feeding another must fail, not hang.
+    assert!(task.feed(desc(&good), blob_stream(&good)).await.is_err());
+    let err = task.finish().await.unwrap_err();
+    assert!(err.to_string().contains("/etc/passwd"), "{err}");
 }
 
 #[test]

@@ -155,10 +155,36 @@ impl IgnoreRules {
         self.decide(path, is_dir) == Some(true)
     }
 
+    /// [`IgnoreRules::is_ignored`] for `path` when the verdict on its parent directory is
+    /// already known (`parent_ignored`): one rule lookup instead of one per ancestor, so a
+    /// walk down a tree costs each path once.
+    pub fn is_ignored_below(&self, path: &str, is_dir: bool, parent_ignored: bool) -> bool {
+        let path = path.trim_matches('/');
+        parent_ignored || (!path.is_empty() && self.decide(path, is_dir) == Some(true))
+    }
+
     /// The verdict of the most specific rule set that has one: the deepest
     /// `.sourceignore` first, then the base rules. `None` when no rule matches.
     fn decide(&self, path: &str, is_dir: bool) -> Option<bool> {
-        if !self.nested.is_empty() {
+        let depth = path.bytes().filter(|b| *b == b'/').count() + 1;
+        if !self.nested.is_empty() && self.nested.len() < depth {
+            // Fewer rule sets than directories above `path`: try each set's directory. In
+            // key order an ancestor comes before its descendants, so reversed is deepest
+            // first.
+            for (dir, n) in self.nested.iter().rev() {
+                let rel = match path.strip_prefix(dir.as_str()) {
+                    Some(rel) if dir.is_empty() => rel,
+                    Some(rel) => match rel.strip_prefix('/') {
+                        Some(rel) => rel,
+                        None => continue,
+                    },
+                    None => continue,
+                };
+                if let Some(v) = verdict(n.matcher.matched(rel, is_dir)) {
+                    return Some(v);
+                }
+            }
+        } else if !self.nested.is_empty() {
             // Directories containing `path`, deepest first, then the root.
             let mut cut = path.rfind('/');
             loop {
@@ -294,5 +320,36 @@ mod tests {
         );
         let err = IgnoreRules::from_spec("ok\n{a\n").unwrap_err().to_string();
         assert!(err.contains("spec.ignore") && err.contains("'{a'"), "{err}");
+    }
+
+    #[test]
+    fn a_walk_down_with_parent_verdicts_agrees_with_full_checks() {
+        let paths = [
+            "a", "a/x.txt", "a/b", "a/b/keep.txt", "a/b/c", "a/b/c/d.txt", "a/b/c/logo.png",
+            "a/local", "a/local/f", "z", "z/y.txt", ".git", ".git/config",
+        ];
+        let few = {
+            let mut r = IgnoreRules::flux_default();
+            r.add_sourceignore("a", "*.txt\n/local/\n");
+            r.add_sourceignore("a/b", "!keep.txt\n");
+            r
+        };
+        let mut many = few.clone();
+        for i in 0..20 {
+            many.add_sourceignore(&format!("q{i}"), "*\n");
+        }
+        many.add_sourceignore("a/b/c", "*.png\n!d.txt\n");
+        for rules in [&few, &many] {
+            let mut verdicts: BTreeMap<&str, bool> = BTreeMap::new();
+            for p in paths {
+                let is_dir = paths.iter().any(|q| q.starts_with(&format!("{p}/")));
+                let parent = p.rsplit_once('/').map_or(false, |(d, _)| verdicts[d]);
+                let below = rules.is_ignored_below(p, is_dir, parent);
+                assert_eq!(below, rules.is_ignored(p, is_dir), "{p}");
+                verdicts.insert(p, below);
+            }
+        }
+        assert!(many.is_ignored("a/b/c/logo.png", false) && !many.is_ignored("a/b/c/d.txt", false));
+        assert!(few.is_ignored("a/local/f", false) && !few.is_ignored("a/b/keep.txt", false));
     }
 }

@@ -1,5 +1,7 @@
 //! Caps on everything read from a registry, so a hostile or broken artifact cannot
-//! exhaust memory or disk.
+//! exhaust memory or disk. The archive caps (names, extension records, remembered paths,
+//! zstd window) are what keeps one merge's memory a constant: see README "Memory: the
+//! worst case" for how they add up.
 
 use std::time::Duration;
 
@@ -25,7 +27,27 @@ pub struct Limits {
     pub max_tag_list_bytes: u64,
     /// Longest a whole tag listing may take, whatever `spec.timeout` says.
     pub max_tag_list_duration: Duration,
+    /// Longest entry name, in bytes, wherever it comes from (ustar header, GNU long-name
+    /// record, PAX `path`/`linkpath`): Linux's PATH_MAX.
+    pub max_name_bytes: u64,
+    /// Most components in an entry path (`a/b/c` has 3).
+    pub max_path_depth: usize,
+    /// Largest PAX extended header (all its records together) read into memory.
+    pub max_pax_bytes: u64,
+    /// Memory for the merge's bookkeeping (which paths won, which are whited out): every
+    /// remembered path component costs its name plus a fixed per-record size.
+    pub max_remembered_bytes: u64,
+    /// All `.sourceignore` files of an artifact together, in bytes.
+    pub max_sourceignore_bytes: u64,
+    /// Largest zstd window a layer may ask for (the decoder allocates it).
+    pub max_zstd_window_bytes: u64,
 }
+
+/// [`Limits::max_name_bytes`] by default: PATH_MAX.
+pub const MAX_NAME_BYTES: u64 = 4096;
+
+/// [`Limits::max_sourceignore_bytes`] by default.
+pub const MAX_SOURCEIGNORE_BYTES: u64 = 1 << 20;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -38,6 +60,13 @@ impl Default for Limits {
             max_tag_page_bytes: 16 << 20,
             max_tag_list_bytes: 64 << 20,
             max_tag_list_duration: Duration::from_secs(600),
+            max_name_bytes: MAX_NAME_BYTES,
+            max_path_depth: 256,
+            max_pax_bytes: 64 << 10,
+            max_remembered_bytes: 32 << 20,
+            max_sourceignore_bytes: MAX_SOURCEIGNORE_BYTES,
+            // The window the zstd format asks every decoder to support (level 19 uses it).
+            max_zstd_window_bytes: 8 << 20,
         }
     }
 }

@@ -147,11 +147,52 @@ impl PipelineError {
             }
             Self::Blob { source, .. } => from_registry(source),
             Self::NoMatchingTag { .. } => PipelineErrorKind::Pull,
+            Self::Archive { source, .. } if source.is_output_failure() => {
+                PipelineErrorKind::Storage
+            }
+            Self::Archive { source, .. } if source.is_input_failure() => PipelineErrorKind::Pull,
             Self::Manifest { .. } | Self::Layers { .. } | Self::Archive { .. } => {
                 PipelineErrorKind::LayerOperation
             }
             Self::Storage(_) | Self::Worker(_) => PipelineErrorKind::Storage,
             Self::Ignore(_) => PipelineErrorKind::Spec,
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::archive::EntryPath;
+    use crate::domain::digest::Digest;
+
+    fn kind_of(source: ArchiveError) -> PipelineErrorKind {
+        PipelineError::Archive {
+            digest: "sha256:m".into(),
+            source,
+        }
+        .kind()
+    }
+
+    #[test]
+    fn archive_failures_map_to_the_side_that_failed() {
+        let layer = Digest::of(b"layer");
+        let hostile = ArchiveError::NameTooLong {
+            layer: layer.clone(),
+            path: EntryPath::from("a"),
+            bytes: 1 << 28,
+            limit: 4096,
+        };
+        assert_eq!(kind_of(hostile), PipelineErrorKind::LayerOperation);
+        let disk = ArchiveError::Write {
+            source: std::io::Error::other("no space left on device"),
+        };
+        assert_eq!(kind_of(disk), PipelineErrorKind::Storage);
+        let stream = ArchiveError::Read {
+            layer,
+            source: std::io::Error::other("connection reset"),
+        };
+        assert_eq!(kind_of(stream), PipelineErrorKind::Pull);
     }
 }

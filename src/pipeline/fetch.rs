@@ -13,8 +13,8 @@ use std::sync::Mutex;
 
 use futures::StreamExt;
 
-use crate::archive::bridge;
-use crate::archive::{MergeOptions, MergeOutcome, Merger};
+use crate::archive::bridge::{self, BridgeError, MergeTask};
+use crate::archive::{MergeOptions, MergeOutcome};
 use crate::domain::digest::Digest;
 use crate::domain::ignore::IgnoreRules;
 use crate::domain::layers::{LayerSelector, Selection};
@@ -180,16 +180,8 @@ async fn merge_pass(
         ignore,
         limits: req.limits.clone(),
     };
-    let (layer_tx, mut layer_rx) =
-        tokio::sync::mpsc::channel::<(Descriptor, bridge::BlobReader)>(1);
     let digest = req.manifest_digest.to_string();
-    let worker = tokio::task::spawn_blocking(move || {
-        let mut merger = Merger::new(pending, opts);
-        while let Some((layer, reader)) = layer_rx.blocking_recv() {
-            merger.add_layer(&layer, reader)?;
-        }
-        merger.finish()
-    });
+    let task = MergeTask::spawn(pending, opts, MERGE_BRIDGE_CHUNKS);
     let mut registry_failure = None;
     for layer in layers.iter().rev() {
         let stream = match open_blob(registry, req, layer).await {
@@ -199,12 +191,8 @@ async fn merge_pass(
                 break;
             }
         };
-        let (tx, rx) = bridge::channel(MERGE_BRIDGE_CHUNKS);
-        if layer_tx.send((layer.clone(), rx)).await.is_err() {
-            break; // the worker stopped on an error; it is reported below
-        }
         let (stream, slot) = watched(stream);
-        let pumped = tx.pump(stream).await;
+        let fed = task.feed(layer.clone(), stream).await;
         if let Some(source) = taken(&slot) {
             registry_failure = Some(PipelineError::Blob {
                 url: req.url.to_string(),
@@ -213,19 +201,20 @@ async fn merge_pass(
             });
             break;
         }
-        if pumped.is_err() {
-            break; // the worker stopped on an error; it is reported below
+        if fed.is_err() {
+            break; // the merge stopped on an error; it is reported below
         }
     }
-    drop(layer_tx);
-    let merged = worker
-        .await
-        .map_err(|e| PipelineError::Worker(e.to_string()))?;
+    let merged = task.finish().await;
     // A registry failure explains any archive error it caused (a cut-off stream).
     if let Some(e) = registry_failure {
         return Err(e);
     }
-    match merged.map_err(|source| PipelineError::from_archive(digest, source))? {
+    let merged = merged.map_err(|e| match e {
+        BridgeError::Merge(source) => PipelineError::from_archive(digest, source),
+        BridgeError::Task(msg) => PipelineError::Worker(msg),
+    });
+    match merged? {
         MergeOutcome::Done { out, .. } => {
             let stored = tokio::task::spawn_blocking(move || out.commit())
                 .await

@@ -14,6 +14,7 @@
 
 pub mod cluster;
 pub mod oneshot;
+pub mod rawtar;
 pub mod pki;
 pub mod registry;
 
