@@ -31,7 +31,7 @@ mod tests_hostile;
 use std::io::{self, Read, Write};
 
 use crate::domain::digest::Digest;
-use crate::domain::ignore::{IgnoreRules, SOURCEIGNORE};
+use crate::domain::ignore::{IgnoreRules, Scope, SOURCEIGNORE};
 use crate::domain::limits::Limits;
 use crate::domain::manifest::Descriptor;
 
@@ -307,14 +307,18 @@ impl<W: Write + Send + 'static> Merger<W> {
         if self.rules.has_sourceignore(dir, content) {
             return Ok(());
         }
-        self.rules.add_sourceignore(dir, content);
+        // The first pattern of the list ends Flux's defaults for the whole tree.
+        let scope = match self.rules.add_sourceignore(dir, content) {
+            Scope::Dir => dir,
+            Scope::Tree => "",
+        };
         if self.collect_only {
             return Ok(());
         }
         let rules = &self.rules;
         let changed = self
             .state
-            .under(dir)
+            .under(scope)
             .any(|(p, rec)| rec.emittable() && rules.is_ignored(p, rec.is_dir()) != rec.ignored);
         if changed {
             if self.second_pass {
