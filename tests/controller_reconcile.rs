@@ -86,7 +86,16 @@ async fn first_artifact_patches_status_emits_new_artifact_and_publishes_external
     let path = format!("ocirepository/{NS}/app/{hex}.tar.gz");
     assert_eq!(artifact["path"], path);
     assert_eq!(artifact["url"], format!("http://{ADV_ADDR}/{path}"));
-    assert_eq!(status["url"], artifact["url"]);
+    assert_eq!(
+        status["url"],
+        format!("http://{ADV_ADDR}/ocirepository/{NS}/app/latest.tar.gz"),
+        "status.url as Flux sets it"
+    );
+    let latest = env.dir.path().join(format!("ocirepository/{NS}/app/latest.tar.gz"));
+    assert_eq!(
+        std::fs::read(latest).unwrap(),
+        std::fs::read(env.dir.path().join(&path)).unwrap()
+    );
     assert_stored(&env, status);
 
     let event = &only(&calls, Method::POST, &events_path()).body;
@@ -184,7 +193,10 @@ async fn moved_tag_stores_new_revision_and_updates_external_artifact() {
     assert_eq!(event["reason"], "NewArtifact");
     assert_eq!(
         event["note"],
-        format!("stored artifact for revision '{revision}'")
+        format!(
+            "stored artifact with revision '{revision}' from '{}'",
+            env.url("team/app")
+        )
     );
     let ea_status = &only(&calls, Method::PATCH, &ea_path("app", "/status")).body["status"];
     assert_eq!(ea_status["artifact"]["revision"], revision);

@@ -138,7 +138,7 @@ async fn tag_ref_stores_an_artifact_and_a_second_run_costs_one_head() {
     assert_eq!(
         ready["message"],
         format!(
-            "stored artifact for revision 'v1@{}'",
+            "stored artifact for digest 'v1@{}'",
             pushed.manifest_digest
         )
     );
@@ -475,7 +475,14 @@ async fn consumer_fetches_the_artifact_url_from_the_server() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     let st = status(&run);
     let url = st["artifact"]["url"].as_str().unwrap();
-    assert_eq!(st["url"], url);
+    // status.url is Flux's: the object's latest.tar.gz, served as the same bytes.
+    assert_eq!(
+        st["url"],
+        format!("http://{addr}/ocirepository/team/srv/latest.tar.gz")
+    );
+    let latest = reqwest::get(st["url"].as_str().unwrap()).await.unwrap();
+    assert_eq!(latest.status(), 200);
+    let latest = latest.bytes().await.unwrap();
     let body = reqwest::get(url).await.unwrap();
     assert_eq!(body.status(), 200);
     let bytes = body.bytes().await.unwrap();
@@ -484,6 +491,7 @@ async fn consumer_fetches_the_artifact_url_from_the_server() {
         sha256(&bytes),
         "served bytes must match status.artifact.digest"
     );
+    assert_eq!(latest, bytes, "status.url serves the current artifact");
     let fetched = dir.path().join("fetched.tar.gz");
     std::fs::write(&fetched, &bytes).unwrap();
     assert_eq!(entries(&fetched), vec!["k", "k/kustomization.yaml"]);

@@ -159,6 +159,9 @@ pub struct Failure {
     pub disposition: Disposition,
     /// The upstream revision, when it was resolved before the failure.
     pub new_revision: Option<String>,
+    /// The signature outcome, when the verification step ran and passed before a later
+    /// step failed (`None`: not reached). Flux keeps `SourceVerified=True` then.
+    pub verification: Option<Verification>,
 }
 
 /// The signature outcome of a successful reconcile.
@@ -173,6 +176,16 @@ pub enum Verification {
     },
 }
 
+/// Where the artifact's content came from, from its manifest annotations
+/// (`org.opencontainers.image.source` and `.revision`), as Flux adds it to events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Origin {
+    /// Source repository, e.g. a Git URL.
+    pub source: String,
+    /// Source revision, e.g. `main@sha1:…`.
+    pub revision: String,
+}
+
 /// The result of one reconcile.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -184,6 +197,8 @@ pub enum Outcome {
         digest: String,
         /// Signature outcome.
         verification: Verification,
+        /// Origin annotations, when the manifest has both.
+        origin: Option<Origin>,
     },
     /// The reconcile failed.
     Failed(Failure),
@@ -200,6 +215,8 @@ pub struct Input<'a> {
     pub previous_revision: Option<&'a str>,
     /// Current `metadata.generation`.
     pub generation: i64,
+    /// `spec.url`, named in success events.
+    pub url: &'a str,
     /// The time of this reconcile.
     pub now: DateTime<Utc>,
     /// What happened.
@@ -236,9 +253,24 @@ pub struct Decision {
     pub events: Vec<Event>,
 }
 
-/// The Ready message on success, as Flux writes it.
+/// The Ready and ArtifactInStorage message on success, as Flux writes it (sic: it says
+/// "digest" and prints the revision).
 pub fn stored_message(revision: &str) -> String {
-    format!("stored artifact for revision '{revision}'")
+    format!("stored artifact for digest '{revision}'")
+}
+
+/// The message of a `NewArtifact` (or recovery `Succeeded`) event, as Flux's `notify`
+/// writes it: `stored artifact with revision '<rev>' from '<url>'`, plus the origin
+/// source and revision when the manifest carries both.
+pub fn stored_event_message(revision: &str, url: &str, origin: Option<&Origin>) -> String {
+    let message = format!("stored artifact with revision '{revision}' from '{url}'");
+    match origin {
+        Some(o) => format!(
+            "{message}, origin source '{}', origin revision '{}'",
+            o.source, o.revision
+        ),
+        None => message,
+    }
 }
 
 /// Folds an outcome into conditions and events (see [`Decision`]).
@@ -261,6 +293,7 @@ pub fn fold(input: Input<'_>) -> Decision {
             revision,
             digest,
             verification,
+            origin,
         } => {
             let message = stored_message(revision);
             next.set(
@@ -284,6 +317,7 @@ pub fn fold(input: Input<'_>) -> Decision {
                 );
             }
             let was_failing = previous_ready.is_some_and(|r| r.status != ConditionStatus::True);
+            let message = stored_event_message(revision, input.url, origin.as_ref());
             if input.previous_digest != Some(digest.as_str()) {
                 events.push(Event {
                     type_: EventType::Normal,
@@ -340,8 +374,13 @@ pub fn fold(input: Input<'_>) -> Decision {
                     message,
                 ),
             }
+            // Flux marks ArtifactOutdated only when an artifact is already stored.
             match &failure.new_revision {
-                Some(rev) if input.previous_revision != Some(rev.as_str()) => {
+                Some(rev)
+                    if input
+                        .previous_revision
+                        .is_some_and(|previous| previous != rev.as_str()) =>
+                {
                     let text = format!("new revision '{rev}'");
                     next.set(
                         ConditionType::ArtifactOutdated,
@@ -354,8 +393,17 @@ pub fn fold(input: Input<'_>) -> Decision {
                 None => next.keep(ConditionType::ArtifactOutdated),
             }
             next.keep(ConditionType::ArtifactInStorage);
-            if failure.step != FailedStep::Verify {
-                next.keep(ConditionType::SourceVerified);
+            match (&failure.verification, failure.step) {
+                (_, FailedStep::Verify) | (Some(Verification::NotConfigured), _) => {}
+                (Some(Verification::Verified { message }), _) => next.set(
+                    ConditionType::SourceVerified,
+                    ConditionStatus::True,
+                    reason::SUCCEEDED,
+                    message,
+                ),
+                // Not reached: an earlier success stays, an earlier failure is dropped to
+                // be computed again (Flux deletes a False SourceVerified up front).
+                (None, _) => next.keep_if(ConditionType::SourceVerified, ConditionStatus::True),
             }
             let repeated = previous_ready.is_some_and(|r| {
                 r.status == ConditionStatus::False && r.reason == reason && r.message == message
@@ -434,6 +482,13 @@ impl Builder<'_> {
                 observed_generation: self.input.generation,
                 ..prev
             });
+        }
+    }
+
+    /// [`Builder::keep`], only when the previous condition has `status`.
+    fn keep_if(&mut self, type_: ConditionType, status: ConditionStatus) {
+        if self.previous(type_).is_some_and(|c| c.status == status) {
+            self.keep(type_);
         }
     }
 }

@@ -120,6 +120,7 @@ impl ReconcileError {
             message: chain(self),
             disposition,
             new_revision,
+            verification: None,
         }
     }
 }
