@@ -33,6 +33,8 @@ pub struct ClientSettings {
     /// HTTP clients (connection pools, TLS configuration) shared by sessions with the same
     /// transport settings, so a reconcile reuses connections instead of opening new ones.
     pub http: super::transport::HttpCache,
+    /// Registry hosts found to speak plain HTTP only (see `insecure.rs`).
+    pub schemes: super::insecure::Schemes,
 }
 
 impl Default for ClientSettings {
@@ -44,6 +46,7 @@ impl Default for ClientSettings {
             max_tags: limits.max_tags,
             counter: Arc::new(AtomicU64::new(0)),
             http: super::transport::HttpCache::default(),
+            schemes: super::insecure::Schemes::default(),
         }
     }
 }
@@ -69,6 +72,7 @@ pub struct RegistryClient {
     auth: Arc<AuthState>,
     pub(crate) settings: ClientSettings,
     small_timeout: Duration,
+    fallback: super::insecure::Fallback,
 }
 
 impl std::fmt::Debug for RegistryClient {
@@ -129,10 +133,11 @@ impl RegistryClient {
                 format!("invalid repository name '{repository}'"),
             ));
         }
-        let scheme = if options.insecure { "http" } else { "https" };
+        // Always HTTPS first; `insecure.rs` decides when plain HTTP may follow.
         Ok(Self {
+            fallback: super::insecure::Fallback::new(host, options, &settings.schemes),
             http: settings.http.client(options)?,
-            base: format!("{scheme}://{host}"),
+            base: format!("https://{host}"),
             repository: repository.to_string(),
             auth: Arc::new(AuthState::new(options.credentials.clone())),
             settings,
@@ -150,9 +155,10 @@ impl RegistryClient {
         &self.base
     }
 
-    /// `scheme://host/v2/<repo>/<path>`.
+    /// `scheme://host/v2/<repo>/<path>`, with the scheme the host is known to speak.
     pub(crate) fn url(&self, path: &str) -> String {
-        format!("{}/v2/{}/{path}", self.base, self.repository)
+        let url = format!("{}/v2/{}/{path}", self.base, self.repository);
+        self.fallback.shown(&url).into_owned()
     }
 
     fn scope(&self, access: Access) -> String {
@@ -186,6 +192,7 @@ impl RegistryClient {
             let resp = self
                 .send_retrying(what, url, small, build, header.as_ref())
                 .await?;
+            let shown = self.fallback.shown(url);
             match resp.status().as_u16() {
                 401 => {
                     let challenge = resp
@@ -197,7 +204,7 @@ impl RegistryClient {
                         Some(ch) if !challenged => {
                             challenged = true;
                             if ch == Challenge::Basic && self.auth.credentials().is_none() {
-                                return Err(unauthorized(what, url, "the registry requires a login and no credentials are configured"));
+                                return Err(unauthorized(what, &shown, "the registry requires a login and no credentials are configured"));
                             }
                             self.auth.drop_token(&scope);
                             self.auth.learn(&ch);
@@ -205,7 +212,7 @@ impl RegistryClient {
                         _ => {
                             return Err(unauthorized(
                                 what,
-                                url,
+                                &shown,
                                 "the registry answered 401 Unauthorized",
                             ))
                         }
@@ -214,14 +221,14 @@ impl RegistryClient {
                 403 => {
                     return Err(unauthorized(
                         what,
-                        url,
+                        &shown,
                         "the registry answered 403 Forbidden",
                     ))
                 }
                 404 => {
                     return Err(err(
                         RegistryErrorKind::NotFound,
-                        format!("failed to {what} {url}: not found (404)"),
+                        format!("failed to {what} {shown}: not found (404)"),
                     ))
                 }
                 _ => return Ok(resp),
@@ -241,7 +248,7 @@ impl RegistryClient {
         let policy = &self.settings.retry;
         let attempts = policy.attempts.max(1);
         let mut attempt = 1;
-        loop {
+        let make = || -> Result<reqwest::RequestBuilder, RegistryError> {
             let mut rb = build(&self.http)?;
             if small {
                 rb = rb.timeout(self.small_timeout);
@@ -252,21 +259,23 @@ impl RegistryClient {
                 v.set_sensitive(true);
                 rb = rb.header(AUTHORIZATION, v);
             }
-            self.settings.counter.fetch_add(1, Ordering::Relaxed);
-            let delay = match rb.send().await {
-                Err(e) => {
-                    let msg = chain(&e);
+            Ok(rb)
+        };
+        loop {
+            let delay = match self.fallback.send(&make, &self.settings.counter).await? {
+                Err(msg) => {
                     let tls = is_tls_failure(&msg);
                     if tls || attempt >= attempts {
                         let hint = if tls {
-                            "; if the registry uses a private CA, provide it (certSecretRef ca.crt)"
+                            "; if the registry uses a private CA, provide it (certSecretRef ca.crt), or set insecure: true (--insecure) to skip verification"
                         } else {
                             ""
                         };
                         return Err(err(
                             RegistryErrorKind::Transport,
                             format!(
-                                "failed to {what} {url} after {attempt} attempt(s): {msg}{hint}"
+                                "failed to {what} {} after {attempt} attempt(s): {msg}{hint}",
+                                self.fallback.shown(url)
                             ),
                         ));
                     }
@@ -278,7 +287,7 @@ impl RegistryClient {
                     if attempt >= attempts {
                         return Err(err(
                             RegistryErrorKind::Transport,
-                            format!("failed to {what} {url}: the registry answered {status} after {attempt} attempts"),
+                            format!("failed to {what} {}: the registry answered {status} after {attempt} attempts", self.fallback.shown(url)),
                         ));
                     }
                     let retry_after = resp

@@ -2,7 +2,7 @@
 //! `auth` as base64 `user:pass` or `username`/`password`, `identitytoken`), asks
 //! `credHelpers`/`credsStore` helpers (`docker-credential-<name> get`), and finds the CLI
 //! default file (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`). Used by the
-//! CLI and for `dockerconfigjson` Secrets. Returns `domain::secret::Credentials`; never
+//! CLI and for `dockerconfigjson` and legacy `dockercfg` Secrets. Returns `domain::secret::Credentials`; never
 //! prints secrets. No HTTP here.
 
 use std::collections::BTreeMap;
@@ -98,6 +98,16 @@ impl DockerConfig {
     /// Parses config JSON (`config.json` or a `.dockerconfigjson` Secret value).
     pub fn parse(json: &[u8]) -> Result<Self, DockerConfigError> {
         serde_json::from_slice(json).map_err(DockerConfigError::Parse)
+    }
+
+    /// Parses the legacy `.dockercfg` format (a `kubernetes.io/dockercfg` Secret): the
+    /// `auths` map itself, without the wrapping object, as Kubernetes and Flux read it.
+    pub fn parse_legacy(json: &[u8]) -> Result<Self, DockerConfigError> {
+        let auths = serde_json::from_slice(json).map_err(DockerConfigError::Parse)?;
+        Ok(Self {
+            auths,
+            ..Self::default()
+        })
     }
 
     /// Reads and parses a file.
@@ -262,6 +272,28 @@ mod tests {
         );
         assert!(cfg.credentials_for("other.example").unwrap().is_none());
         assert!(!format!("{cfg:?}").contains(&auth));
+    }
+
+    #[test]
+    fn legacy_dockercfg_is_the_auths_map_itself() {
+        let auth = base64::engine::general_purpose::STANDARD.encode("old:timer");
+        let json = format!(
+            r#"{{"https://index.docker.io/v1/":{{"auth":"{auth}","email":"a@b.c"}}}}"#
+        );
+        let cfg = DockerConfig::parse_legacy(json.as_bytes()).unwrap();
+        let c = cfg.credentials_for("index.docker.io").unwrap().unwrap();
+        assert_eq!(
+            (c.username.as_str(), c.password.expose().as_str()),
+            ("old", "timer")
+        );
+        assert!(
+            DockerConfig::parse(json.as_bytes())
+                .unwrap()
+                .credentials_for("index.docker.io")
+                .unwrap()
+                .is_none(),
+            "the new format has no such top-level key"
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //!
 //! Layout: `client` (session, request loop: auth, retries, status mapping; manifests),
 //! `auth` (challenges, token cache), `retry` (backoff, `Retry-After`), `transport`
-//! (TLS, proxy, timeouts), `blob` (checked, resuming streams), `tags` (pagination),
+//! (TLS, proxy, timeouts), `insecure` (Flux's `insecure`, plain-HTTP fallback), `blob` (checked, resuming streams), `tags` (pagination),
 //! `push` (uploads), `docker_config` (docker CLI credentials). This module must not
 //! import `reconcile`, `verify` or `storage`.
 
@@ -17,6 +17,7 @@ pub mod auth;
 pub mod blob;
 pub mod client;
 pub mod docker_config;
+pub mod insecure;
 pub mod manifest;
 pub mod push;
 pub mod retry;

@@ -12,7 +12,9 @@
     clippy::panic
 )]
 
+pub mod oneshot;
 pub mod pki;
+pub mod proxy;
 pub mod registry;
 
 use std::io::Write;
