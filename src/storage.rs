@@ -419,7 +419,13 @@ mod tests {
         assert_eq!(fs::read(s.resolve(&link).unwrap()).unwrap(), b"two");
         let dir = Storage::object_dir("ns", "app");
         let gone = s
-            .garbage_collect(&dir, &second, 0, Duration::ZERO, SystemTime::now() + Duration::from_secs(5))
+            .garbage_collect(
+                &dir,
+                &second,
+                0,
+                Duration::ZERO,
+                SystemTime::now() + Duration::from_secs(5),
+            )
             .unwrap();
         assert_eq!(gone, vec![first]);
         assert_eq!(fs::read(s.resolve(&link).unwrap()).unwrap(), b"two");

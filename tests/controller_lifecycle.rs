@@ -116,7 +116,10 @@ async fn suspended_object_still_records_a_requested_reconcile() {
     assert_eq!(action.unwrap(), Action::await_change());
     let status = &only(&calls, Method::PATCH, &repo_path("app", "/status")).body["status"];
     assert_eq!(status["lastHandledReconcileAt"], "2026-07-02T11:00:00Z");
-    assert!(status["artifact"].is_null(), "nothing else happened: {status:#}");
+    assert!(
+        status["artifact"].is_null(),
+        "nothing else happened: {status:#}"
+    );
     assert_eq!(env.reg.request_log().len(), pushed, "not pulled");
     // Once recorded, the same request costs nothing.
     let handled = obj.with_status_of(only(&calls, Method::PATCH, &repo_path("app", "/status")));

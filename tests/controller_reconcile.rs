@@ -91,7 +91,10 @@ async fn first_artifact_patches_status_emits_new_artifact_and_publishes_external
         format!("http://{ADV_ADDR}/ocirepository/{NS}/app/latest.tar.gz"),
         "status.url as Flux sets it"
     );
-    let latest = env.dir.path().join(format!("ocirepository/{NS}/app/latest.tar.gz"));
+    let latest = env
+        .dir
+        .path()
+        .join(format!("ocirepository/{NS}/app/latest.tar.gz"));
     assert_eq!(
         std::fs::read(latest).unwrap(),
         std::fs::read(env.dir.path().join(&path)).unwrap()

@@ -57,8 +57,16 @@ fn crd_has_the_promised_names_columns_and_subresource() {
     // Flux's OCIRepository v1 columns (source-controller 39b711b1), name, type, path.
     let flux = [
         ("URL", "string", ".spec.url"),
-        ("Ready", "string", r#".status.conditions[?(@.type=="Ready")].status"#),
-        ("Status", "string", r#".status.conditions[?(@.type=="Ready")].message"#),
+        (
+            "Ready",
+            "string",
+            r#".status.conditions[?(@.type=="Ready")].status"#,
+        ),
+        (
+            "Status",
+            "string",
+            r#".status.conditions[?(@.type=="Ready")].message"#,
+        ),
         ("Age", "date", ".metadata.creationTimestamp"),
     ];
     let ours: Vec<(&str, &str, &str)> = version["additionalPrinterColumns"]

@@ -80,10 +80,7 @@ async fn tag_ref_stores_an_artifact_and_a_second_run_costs_one_head() {
     assert_eq!(ready["reason"], "Succeeded");
     assert_eq!(
         ready["message"],
-        format!(
-            "stored artifact for digest 'v1@{}'",
-            pushed.manifest_digest
-        )
+        format!("stored artifact for digest 'v1@{}'", pushed.manifest_digest)
     );
     assert_eq!(ready["observedGeneration"], 1);
     let bytes = std::fs::read(file_of(&storage, &st)).unwrap();

@@ -55,7 +55,11 @@ fn chosen_tag(status: &serde_json::Value) -> String {
 #[tokio::test]
 async fn masterminds_operator_spellings_resolve() {
     let reg = registry_with("team/app", LAYER, &["1.1.0", "1.2.0", "1.2.5", "1.3.0"]).await;
-    for (range, want) in [("=<1.2.0", "1.2.0"), ("=>1.2.1", "1.3.0"), ("~>1.2", "1.2.5")] {
+    for (range, want) in [
+        ("=<1.2.0", "1.2.0"),
+        ("=>1.2.1", "1.3.0"),
+        ("~>1.2", "1.2.5"),
+    ] {
         let (code, st) = run_semver(&reg, "team/app", "app", range, "");
         assert_eq!(code, 0, "{range}: {st:#}");
         assert_eq!(chosen_tag(&st), want, "{range}");
@@ -70,15 +74,24 @@ async fn an_invalid_range_is_a_retried_read_failure_after_listing_tags() {
     let ready = condition(&st, "Ready");
     assert_eq!(
         (&ready["status"], &ready["reason"]),
-        (&serde_json::json!("False"), &serde_json::json!("ReadOperationFailed"))
+        (
+            &serde_json::json!("False"),
+            &serde_json::json!("ReadOperationFailed")
+        )
     );
     let message = ready["message"].as_str().unwrap();
     assert!(
         message.contains("failed to determine the artifact tag") && message.contains("not a range"),
         "{message}"
     );
-    assert_eq!(condition(&st, "Reconciling")["reason"], "ProgressingWithRetry");
-    assert_eq!(condition(&st, "FetchFailed")["reason"], "ReadOperationFailed");
+    assert_eq!(
+        condition(&st, "Reconciling")["reason"],
+        "ProgressingWithRetry"
+    );
+    assert_eq!(
+        condition(&st, "FetchFailed")["reason"],
+        "ReadOperationFailed"
+    );
     let stalled = st["conditions"]
         .as_array()
         .unwrap()
@@ -97,7 +110,8 @@ async fn an_invalid_range_is_a_retried_read_failure_after_listing_tags() {
 async fn underscore_is_plus_only_for_helm_chart_layers() {
     let tags = ["1.4.0", "1.5.0_build1"];
     let reg = registry_with("team/chart", HELM, &tags).await;
-    let helm = "  layerSelector:\n    mediaType: application/vnd.cncf.helm.chart.content.v1.tar+gzip";
+    let helm =
+        "  layerSelector:\n    mediaType: application/vnd.cncf.helm.chart.content.v1.tar+gzip";
     let (code, st) = run_semver(&reg, "team/chart", "chart", ">=1.0.0", helm);
     assert_eq!(code, 0, "{st:#}");
     assert_eq!(chosen_tag(&st), "1.5.0_build1", "Helm: 1.5.0+build1");

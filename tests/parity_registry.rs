@@ -34,9 +34,14 @@ fn insecure() -> RegistryOptions {
 }
 
 async fn push(reg: &TestRegistry, repo: &str) -> String {
-    reg.push_artifact(repo, "v1", &[(LAYER, tar_gz(&[("a.yaml", b"a: 1\n")]))], &[])
-        .await
-        .manifest_digest
+    reg.push_artifact(
+        repo,
+        "v1",
+        &[(LAYER, tar_gz(&[("a.yaml", b"a: 1\n")]))],
+        &[],
+    )
+    .await
+    .manifest_digest
 }
 
 /// "Docker Hub": a TLS registry with a login, holding `repo:v1`, reached through a
@@ -167,10 +172,9 @@ async fn docker_io_is_index_docker_io_library_for_pulls_and_credentials() {
         "{:?}",
         proxy.targets()
     );
-    assert!(reg
-        .request_log()
-        .iter()
-        .any(|q| q.method == "HEAD" && q.path == "/v2/library/app/manifests/v1" && q.status == 200));
+    assert!(reg.request_log().iter().any(|q| q.method == "HEAD"
+        && q.path == "/v2/library/app/manifests/v1"
+        && q.status == 200));
 }
 
 #[tokio::test]
@@ -212,7 +216,10 @@ async fn reconcile_pulls_docker_io_with_a_legacy_dockercfg_secret() {
     let st = status(&run);
     assert_eq!(condition(&st, "Ready")["status"], "True", "{st:#}");
     assert_eq!(st["artifact"]["revision"], format!("v1@{digest}"));
-    assert_eq!(proxy.targets().first().map(String::as_str), Some("index.docker.io:443"));
+    assert_eq!(
+        proxy.targets().first().map(String::as_str),
+        Some("index.docker.io:443")
+    );
 }
 
 #[tokio::test]
@@ -232,7 +239,8 @@ async fn reconcile_with_insecure_reaches_a_self_signed_registry_and_warns() {
     assert_eq!(condition(&st, "Ready")["status"], "True");
     assert_eq!(st["artifact"]["revision"], format!("v1@{digest}"));
     assert!(
-        run.stderr.contains("TLS certificate verification is skipped"),
+        run.stderr
+            .contains("TLS certificate verification is skipped"),
         "a warning says verification is off: {}",
         run.stderr
     );

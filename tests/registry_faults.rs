@@ -302,7 +302,11 @@ async fn dropped_connections_are_retried() {
     // `insecure` on a plain-HTTP host: each attempt tries HTTPS first, then plain HTTP
     // (Flux's fallback). Attempt 1: HTTPS dropped, HTTP dropped; attempt 2: HTTPS refused
     // by the plain server, HTTP answers (and the host is remembered as plain HTTP).
-    assert_eq!(conn.request_count(), 4, "two dropped connections, then success");
+    assert_eq!(
+        conn.request_count(),
+        4,
+        "two dropped connections, then success"
+    );
 }
 
 #[tokio::test]

@@ -297,7 +297,10 @@ mod tests {
     }
 
     fn bad_fields(yaml: &str) -> Vec<&'static str> {
-        super::spec(&spec(yaml)).err().map(|e| e.fields()).unwrap_or_default()
+        super::spec(&spec(yaml))
+            .err()
+            .map(|e| e.fields())
+            .unwrap_or_default()
     }
 
     #[rstest]
@@ -337,6 +340,10 @@ mod tests {
     #[case("verify: {matchOIDCIdentity: [{issuer: '(', subject: '.*'}]}", &["spec.verify.matchOIDCIdentity.issuer"])]
     #[case("verify: {matchOIDCIdentity: [{issuer: 'x', subject: '['}]}", &["spec.verify.matchOIDCIdentity.subject"])]
     fn refs_and_identities(#[case] yaml: &str, #[case] want: &[&str]) {
-        assert_eq!(bad_fields(&format!("url: oci://r.io/a, {yaml}")), want, "{yaml}");
+        assert_eq!(
+            bad_fields(&format!("url: oci://r.io/a, {yaml}")),
+            want,
+            "{yaml}"
+        );
     }
 }

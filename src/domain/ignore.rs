@@ -124,7 +124,8 @@ impl IgnoreRules {
     /// `.sourceignore` brings a pattern.
     pub fn flux_default() -> Self {
         // Both lists are compile-time constants known to parse.
-        let constant = |text| compile("the built-in patterns", text).unwrap_or_else(|_| Patterns::empty());
+        let constant =
+            |text| compile("the built-in patterns", text).unwrap_or_else(|_| Patterns::empty());
         Self {
             flux: true,
             vcs: constant(FLUX_VCS_EXCLUSIONS),
@@ -335,7 +336,10 @@ mod tests {
             !rules.is_ignored("logo.png", false),
             "defaults no longer apply"
         );
-        assert!(rules.is_ignored(".git/config", false), "VCS patterns always apply");
+        assert!(
+            rules.is_ignored(".git/config", false),
+            "VCS patterns always apply"
+        );
         assert!(rules.is_ignored(".gitmodules", false));
     }
 
@@ -384,7 +388,10 @@ mod tests {
     #[test]
     fn a_comment_only_sourceignore_changes_nothing() {
         let mut rules = IgnoreRules::flux_default();
-        assert_eq!(rules.add_sourceignore("sub", "# just a note\n\n"), Scope::Dir);
+        assert_eq!(
+            rules.add_sourceignore("sub", "# just a note\n\n"),
+            Scope::Dir
+        );
         assert!(rules.defaults_apply());
         assert!(rules.is_ignored("logo.png", false));
     }
@@ -396,7 +403,10 @@ mod tests {
         assert_eq!(rules.add_sourceignore("other", "*.md\n"), Scope::Dir);
         let mut none = IgnoreRules::none();
         assert_eq!(none.add_sourceignore("", "*.md\n"), Scope::Dir);
-        assert!(!none.is_ignored(".git/config", false), "push: no built-in rules");
+        assert!(
+            !none.is_ignored(".git/config", false),
+            "push: no built-in rules"
+        );
     }
 
     #[test]

@@ -80,7 +80,11 @@ impl RepositoryUrl {
                 path: path.to_string(),
             });
         }
-        let host = if host == "docker.io" { DOCKER_HUB } else { host };
+        let host = if host == "docker.io" {
+            DOCKER_HUB
+        } else {
+            host
+        };
         let repository = if host == DOCKER_HUB && !path.contains('/') {
             format!("library/{path}")
         } else {

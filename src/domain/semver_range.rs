@@ -412,7 +412,10 @@ mod tests {
 
     #[rstest]
     #[case(None, TagMapping::Plain)]
-    #[case(Some("application/vnd.cncf.flux.content.v1.tar+gzip"), TagMapping::Plain)]
+    #[case(
+        Some("application/vnd.cncf.flux.content.v1.tar+gzip"),
+        TagMapping::Plain
+    )]
     #[case(Some(HELM_CHART_LAYER), TagMapping::HelmChart)]
     fn helm_mapping_follows_the_layer_media_type(
         #[case] media_type: Option<&str>,
@@ -444,7 +447,13 @@ mod tests {
         #[case] want: Option<(u64, u64, u64, &str, &str)>,
     ) {
         let got = parse_tag(tag, TagMapping::Plain).map(|v| {
-            (v.major, v.minor, v.patch, v.pre.to_string(), v.build.to_string())
+            (
+                v.major,
+                v.minor,
+                v.patch,
+                v.pre.to_string(),
+                v.build.to_string(),
+            )
         });
         let want = want.map(|(a, b, c, p, m)| (a, b, c, p.to_string(), m.to_string()));
         assert_eq!(got, want, "{tag}");

@@ -108,8 +108,7 @@ fn first_success_is_ready_with_flux_message_and_new_artifact_event() {
     let ready = get(&d, Ready).unwrap();
     assert_eq!((ready.status, ready.reason.as_str()), (True, "Succeeded"));
     assert_eq!(
-        ready.message,
-        "stored artifact for digest 'v1@sha256:aaaa'",
+        ready.message, "stored artifact for digest 'v1@sha256:aaaa'",
         "Flux's wording, revision printed"
     );
     assert_eq!(ready.last_transition_time, t(30));
@@ -120,8 +119,7 @@ fn first_success_is_ready_with_flux_message_and_new_artifact_event() {
         (EventType::Normal, "NewArtifact")
     );
     assert_eq!(
-        d.events[0].message,
-        "stored artifact with revision 'v1@sha256:aaaa' from 'oci://r.io/app'",
+        d.events[0].message, "stored artifact with revision 'v1@sha256:aaaa' from 'oci://r.io/app'",
         "Flux's notify wording"
     );
 }
@@ -441,12 +439,20 @@ fn source_verified_stays_true_when_a_later_step_fails() {
     let v = get(&d, SourceVerified).expect("SourceVerified kept");
     assert_eq!(
         (v.status, v.reason.as_str(), v.message.as_str()),
-        (True, "Succeeded", "verified signature of revision 'v2@sha256:bbbb'")
+        (
+            True,
+            "Succeeded",
+            "verified signature of revision 'v2@sha256:bbbb'"
+        )
     );
     // A previous failed verification is replaced by this one's success.
     let mut previous = ready_state();
     previous.push(cond(SourceVerified, False, "VerificationError", "bad", 3));
-    let d = run(&previous, Some(DIGEST), &storage_failure_after(Some(verified)));
+    let d = run(
+        &previous,
+        Some(DIGEST),
+        &storage_failure_after(Some(verified)),
+    );
     let v = get(&d, SourceVerified).unwrap();
     assert_eq!((v.status, v.last_transition_time), (True, t(30)));
     assert_eq!(get(&d, Ready).unwrap().status, False);
@@ -463,6 +469,10 @@ fn source_verified_on_a_failure_outside_verification(
 ) {
     let mut previous = ready_state();
     previous.push(cond(SourceVerified, before, "x", "earlier", 3));
-    let d = run(&previous, Some(DIGEST), &storage_failure_after(verification));
+    let d = run(
+        &previous,
+        Some(DIGEST),
+        &storage_failure_after(verification),
+    );
     assert_eq!(get(&d, SourceVerified).map(|c| c.status), after);
 }

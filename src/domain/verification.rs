@@ -248,7 +248,11 @@ mod tests {
         "xhttps://accounts.google.com",
         true
     )]
-    #[case("^https://accounts\\.google\\.com", "xhttps://accounts.google.com", false)]
+    #[case(
+        "^https://accounts\\.google\\.com",
+        "xhttps://accounts.google.com",
+        false
+    )]
     #[case(".*", "anything", true)]
     #[case("a|b", "ab", true)]
     #[case("^(a|b)$", "ab", false)]
@@ -263,10 +267,26 @@ mod tests {
     }
 
     #[rstest]
-    #[case("stefanprodan/podinfo", "https://github.com/stefanprodan/podinfo/.github/workflows/release.yml@refs/tags/6.5.0", true)]
-    #[case("^stefanprodan/podinfo", "https://github.com/stefanprodan/podinfo/x", false)]
-    #[case("^https://github.com/stefanprodan/podinfo.*$", "https://github.com/stefanprodan/podinfo/x", true)]
-    fn subject_regex_is_searched_too(#[case] pattern: &str, #[case] subject: &str, #[case] ok: bool) {
+    #[case(
+        "stefanprodan/podinfo",
+        "https://github.com/stefanprodan/podinfo/.github/workflows/release.yml@refs/tags/6.5.0",
+        true
+    )]
+    #[case(
+        "^stefanprodan/podinfo",
+        "https://github.com/stefanprodan/podinfo/x",
+        false
+    )]
+    #[case(
+        "^https://github.com/stefanprodan/podinfo.*$",
+        "https://github.com/stefanprodan/podinfo/x",
+        true
+    )]
+    fn subject_regex_is_searched_too(
+        #[case] pattern: &str,
+        #[case] subject: &str,
+        #[case] ok: bool,
+    ) {
         let m = IdentityMatch::new(".*", pattern).unwrap();
         assert_eq!(m.matches("issuer", subject), ok, "{pattern} vs {subject}");
     }
@@ -349,7 +369,10 @@ mod tests {
         };
         assert_eq!(identities.len(), 2);
         assert!(identities[1].matches("b", "y"));
-        assert!(identities[1].matches("b", "yy"), "unanchored: 'y' is found in 'yy'");
+        assert!(
+            identities[1].matches("b", "yy"),
+            "unanchored: 'y' is found in 'yy'"
+        );
         assert!(!identities[0].matches("https://a", "xx"));
         assert_eq!(trusted_root_json.as_deref(), Some(&b"{}"[..]));
     }

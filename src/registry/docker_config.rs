@@ -277,9 +277,8 @@ mod tests {
     #[test]
     fn legacy_dockercfg_is_the_auths_map_itself() {
         let auth = base64::engine::general_purpose::STANDARD.encode("old:timer");
-        let json = format!(
-            r#"{{"https://index.docker.io/v1/":{{"auth":"{auth}","email":"a@b.c"}}}}"#
-        );
+        let json =
+            format!(r#"{{"https://index.docker.io/v1/":{{"auth":"{auth}","email":"a@b.c"}}}}"#);
         let cfg = DockerConfig::parse_legacy(json.as_bytes()).unwrap();
         let c = cfg.credentials_for("index.docker.io").unwrap().unwrap();
         assert_eq!(

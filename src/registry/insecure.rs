@@ -155,8 +155,14 @@ impl Fallback {
         &self,
         make: &(dyn Fn() -> Result<reqwest::RequestBuilder, RegistryError> + Sync),
         plain: bool,
-    ) -> Result<(reqwest::Client, Result<reqwest::Request, reqwest::Error>, bool), RegistryError>
-    {
+    ) -> Result<
+        (
+            reqwest::Client,
+            Result<reqwest::Request, reqwest::Error>,
+            bool,
+        ),
+        RegistryError,
+    > {
         let (client, request) = make()?.build_split();
         let request = request.map(|mut r| {
             if plain && r.url().as_str().starts_with(&self.https_prefix) {

@@ -72,4 +72,3 @@ pub fn condition<'a>(status: &'a serde_json::Value, type_: &str) -> &'a serde_js
         .and_then(|c| c.iter().find(|c| c["type"] == type_))
         .unwrap_or_else(|| panic!("no {type_} condition in {status}"))
 }
-
