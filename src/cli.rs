@@ -131,7 +131,8 @@ pub enum OutputFormat {
 /// Flags that say how to reach a registry.
 #[derive(Debug, Args, Clone, Default)]
 pub struct RegistryArgs {
-    /// Use plain HTTP (there is no option to skip TLS verification).
+    /// As Flux's `spec.insecure`: HTTPS without certificate verification (unless --ca-file
+    /// or --cert-file is given), falling back to plain HTTP.
     #[arg(long)]
     pub insecure: bool,
     /// PEM file of CA certificates to trust for the registry.

@@ -35,7 +35,8 @@ pub struct FetchedManifest {
 /// Secrets, or from CLI flags.
 #[derive(Clone, Debug, Default)]
 pub struct RegistryOptions {
-    /// Plain HTTP instead of HTTPS (`spec.insecure`). TLS verification is never skipped.
+    /// `spec.insecure`: HTTPS without certificate verification when neither `ca_pem` nor
+    /// `client_identity` is set, and a plain-HTTP fallback when HTTPS fails (Flux).
     pub insecure: bool,
     /// Login for the registry host, if any.
     pub credentials: Option<Credentials>,

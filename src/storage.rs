@@ -27,6 +27,9 @@ pub use pending::PendingArtifact;
 /// Kind folder for OCIRepository artifacts.
 pub const OCI_KIND_DIR: &str = "ocirepository";
 
+/// The link to an object's current artifact that `status.url` names (Flux's name).
+pub const LATEST: &str = "latest.tar.gz";
+
 /// A failed storage operation, naming the path.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
@@ -241,6 +244,37 @@ impl Storage {
         Ok(&hasher.finish() == digest)
     }
 
+    /// Points `<dir of artifact_rel>/latest.tar.gz` at the artifact (a relative symlink,
+    /// replaced atomically, left alone when already right), as Flux's `Storage.Symlink`
+    /// does for `status.url`. Returns the link's relative path. Garbage collection skips
+    /// links; the server follows them only inside the root.
+    pub fn link_latest(&self, artifact_rel: &str) -> Result<String, StorageError> {
+        let target = self.resolve(artifact_rel)?;
+        let (dir_rel, file) = artifact_rel.rsplit_once('/').unwrap_or(("", artifact_rel));
+        let link_rel = if dir_rel.is_empty() {
+            LATEST.to_string()
+        } else {
+            format!("{dir_rel}/{LATEST}")
+        };
+        let link = self.resolve(&link_rel)?;
+        if fs::read_link(&link).is_ok_and(|t| t == Path::new(file)) {
+            return Ok(link_rel);
+        }
+        let dir = target.parent().unwrap_or(&self.root).to_path_buf();
+        let tmp = dir.join(format!(".{LATEST}.tmp"));
+        let werr = |source| StorageError::Write {
+            path: link.clone(),
+            source,
+        };
+        match fs::remove_file(&tmp) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(werr(e)),
+            _ => {}
+        }
+        std::os::unix::fs::symlink(file, &tmp).map_err(werr)?;
+        fs::rename(&tmp, &link).map_err(werr)?;
+        Ok(link_rel)
+    }
+
     /// True when `rel` exists as a regular file.
     pub fn exists(&self, rel: &str) -> bool {
         self.resolve(rel)
@@ -284,6 +318,7 @@ pub(crate) fn open_regular(path: &Path) -> io::Result<Option<File>> {
 mod tests {
     use super::*;
     use std::io::Write;
+    use std::time::{Duration, SystemTime};
 
     pub(super) fn store() -> (tempfile::TempDir, Storage) {
         let dir = tempfile::tempdir().unwrap();
@@ -304,6 +339,37 @@ mod tests {
         assert!(s.verify(&rel, &stored.digest).unwrap());
         assert!(!s.verify(&rel, &Digest::of(b"other")).unwrap());
         assert_eq!(s.list_artifacts().unwrap(), vec![rel]);
+    }
+
+    #[test]
+    fn latest_link_follows_the_current_artifact_and_gc_leaves_it() {
+        let (_d, s) = store();
+        let put = |name: &str, body: &[u8]| {
+            let rel = Storage::artifact_path("ns", "app", name).unwrap();
+            let mut p = s.create(&rel).unwrap();
+            p.write_all(body).unwrap();
+            p.commit().unwrap().path
+        };
+        let first = put("a.tar.gz", b"one");
+        let link = s.link_latest(&first).unwrap();
+        assert_eq!(link, "ocirepository/ns/app/latest.tar.gz");
+        assert_eq!(fs::read(s.resolve(&link).unwrap()).unwrap(), b"one");
+        assert_eq!(s.link_latest(&first).unwrap(), link, "idempotent");
+        let second = put("b.tar.gz", b"two");
+        s.link_latest(&second).unwrap();
+        assert_eq!(fs::read(s.resolve(&link).unwrap()).unwrap(), b"two");
+        let dir = Storage::object_dir("ns", "app").unwrap();
+        let gone = s
+            .garbage_collect(
+                &dir,
+                &second,
+                0,
+                Duration::ZERO,
+                SystemTime::now() + Duration::from_secs(5),
+            )
+            .unwrap();
+        assert_eq!(gone, vec![first]);
+        assert_eq!(fs::read(s.resolve(&link).unwrap()).unwrap(), b"two");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The controller's Kubernetes I/O around the artifact path, with a mock API server
 //! (tower-test): the finalizer is added before anything else, deletion removes the
-//! object's storage folder and then the finalizer, suspend makes no request, an invalid
+//! object's storage folder and then the finalizer, suspend makes no request (but records
+//! a requested reconcile, as Flux does), an invalid
 //! URL stalls without requeue; plus the start-up storage check and the leader Lease's
 //! races and conflicts (409s a real API server gives only by chance). requestedAt, the
 //! Lease's creation and hand-over run on the real API server (`tests/cluster_*.rs`).
@@ -112,6 +113,28 @@ async fn suspended_object_makes_no_request() {
         pushed,
         "a suspended object is not pulled"
     );
+}
+
+#[tokio::test]
+async fn suspended_object_still_records_a_requested_reconcile() {
+    // Flux's RecordReconcileReq runs for suspended objects too: `flux reconcile` on a
+    // suspended source must not wait forever for lastHandledReconcileAt.
+    let (mut env, obj) = env_with_artifact().await;
+    let obj = obj.suspended().requested_at("2026-07-02T11:00:00Z");
+    let pushed = env.reg.request_log().len();
+    let (action, calls) = env.reconcile(&obj, Scenario::StatusOnly(obj.clone())).await;
+    assert_eq!(action.unwrap(), Action::await_change());
+    let status = &only(&calls, Method::PATCH, &repo_path("app", "/status")).body["status"];
+    assert_eq!(status["lastHandledReconcileAt"], "2026-07-02T11:00:00Z");
+    assert!(
+        status["artifact"].is_null(),
+        "nothing else happened: {status:#}"
+    );
+    assert_eq!(env.reg.request_log().len(), pushed, "not pulled");
+    // Once recorded, the same request costs nothing.
+    let handled = obj.with_status_of(only(&calls, Method::PATCH, &repo_path("app", "/status")));
+    let (_, calls) = env.reconcile(&handled, Scenario::NoRequests).await;
+    assert!(calls.is_empty());
 }
 
 #[tokio::test]

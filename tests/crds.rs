@@ -39,15 +39,46 @@ fn crd_has_the_promised_names_columns_and_subresource() {
     assert_eq!(crd["metadata"]["name"], "ocirepositories.ocisource.dev");
     assert_eq!(crd["spec"]["scope"], "Namespaced");
     assert_eq!(crd["spec"]["names"]["kind"], "OCIRepository");
-    assert_eq!(crd["spec"]["names"]["shortNames"][0], "ocisrc");
+    // Flux's short name and categories (`kubectl get fluxcd-sources` lists it), plus
+    // `ocisrc`, unambiguous when Flux's OCIRepository CRD is installed too.
+    assert_eq!(
+        crd["spec"]["names"]["shortNames"],
+        serde_json::json!(["ocirepo", "ocisrc"])
+    );
+    assert_eq!(
+        crd["spec"]["names"]["categories"],
+        serde_json::json!(["all", "fluxcd", "fluxcd-sources"])
+    );
+    assert_eq!(
+        crd["metadata"]["annotations"]["kustomize.toolkit.fluxcd.io/substitute"],
+        "disabled"
+    );
     let version = &crd["spec"]["versions"][0];
-    let columns: Vec<&str> = version["additionalPrinterColumns"]
+    // Flux's OCIRepository v1 columns (source-controller 39b711b1), name, type, path.
+    let flux = [
+        ("URL", "string", ".spec.url"),
+        (
+            "Ready",
+            "string",
+            r#".status.conditions[?(@.type=="Ready")].status"#,
+        ),
+        (
+            "Status",
+            "string",
+            r#".status.conditions[?(@.type=="Ready")].message"#,
+        ),
+        ("Age", "date", ".metadata.creationTimestamp"),
+    ];
+    let ours: Vec<(&str, &str, &str)> = version["additionalPrinterColumns"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| c["name"].as_str().unwrap())
+        .map(|c| {
+            let field = |k: &str| c[k].as_str().unwrap();
+            (field("name"), field("type"), field("jsonPath"))
+        })
         .collect();
-    assert_eq!(columns, ["URL", "Ready", "Status", "Age"]);
+    assert_eq!(ours, flux, "printer columns as Flux's");
     assert!(version["subresources"]["status"].is_object());
 }
 

@@ -11,67 +11,10 @@ use std::path::Path;
 use std::process::Command;
 
 use base64::Engine as _;
+use support::oneshot_parity::{condition, object, reconcile, status, write};
 use support::{sha256, tar_gz, RegistryOpts, TestRegistry};
 
 const LAYER: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_ocisource")
-}
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn reconcile(files: &[&Path], storage: &Path, extra: &[&str]) -> Run {
-    let mut cmd = Command::new(bin());
-    cmd.arg("reconcile")
-        .arg("--storage")
-        .arg(storage)
-        .arg("--output")
-        .arg("json");
-    for f in files {
-        cmd.arg("-f").arg(f);
-    }
-    cmd.args(extra);
-    let out = cmd.output().expect("run ocisource");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-fn object(name: &str, url: &str, reference: &str, extra: &str) -> String {
-    format!(
-        "apiVersion: ocisource.dev/v1beta1\nkind: OCIRepository\nmetadata:\n  name: {name}\n  namespace: team\n  generation: 1\nspec:\n  url: {url}\n  interval: 5m\n  ref:\n{reference}\n{extra}\n"
-    )
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p
-}
-
-fn status(run: &Run) -> serde_json::Value {
-    let v: serde_json::Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}): {}\nstderr: {}",
-            run.stdout, run.stderr
-        )
-    });
-    v[0]["status"].clone()
-}
-
-fn condition<'a>(status: &'a serde_json::Value, type_: &str) -> &'a serde_json::Value {
-    status["conditions"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["type"] == type_))
-        .unwrap_or_else(|| panic!("no {type_} condition in {status}"))
-}
 
 fn entries(tar_gz_path: &Path) -> Vec<String> {
     let out = Command::new("tar")
@@ -137,10 +80,7 @@ async fn tag_ref_stores_an_artifact_and_a_second_run_costs_one_head() {
     assert_eq!(ready["reason"], "Succeeded");
     assert_eq!(
         ready["message"],
-        format!(
-            "stored artifact for revision 'v1@{}'",
-            pushed.manifest_digest
-        )
+        format!("stored artifact for digest 'v1@{}'", pushed.manifest_digest)
     );
     assert_eq!(ready["observedGeneration"], 1);
     let bytes = std::fs::read(file_of(&storage, &st)).unwrap();
@@ -475,7 +415,14 @@ async fn consumer_fetches_the_artifact_url_from_the_server() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     let st = status(&run);
     let url = st["artifact"]["url"].as_str().unwrap();
-    assert_eq!(st["url"], url);
+    // status.url is Flux's: the object's latest.tar.gz, served as the same bytes.
+    assert_eq!(
+        st["url"],
+        format!("http://{addr}/ocirepository/team/srv/latest.tar.gz")
+    );
+    let latest = reqwest::get(st["url"].as_str().unwrap()).await.unwrap();
+    assert_eq!(latest.status(), 200);
+    let latest = latest.bytes().await.unwrap();
     let body = reqwest::get(url).await.unwrap();
     assert_eq!(body.status(), 200);
     let bytes = body.bytes().await.unwrap();
@@ -484,6 +431,7 @@ async fn consumer_fetches_the_artifact_url_from_the_server() {
         sha256(&bytes),
         "served bytes must match status.artifact.digest"
     );
+    assert_eq!(latest, bytes, "status.url serves the current artifact");
     let fetched = dir.path().join("fetched.tar.gz");
     std::fs::write(&fetched, &bytes).unwrap();
     assert_eq!(entries(&fetched), vec!["k", "k/kustomization.yaml"]);

@@ -299,7 +299,14 @@ async fn dropped_connections_are_retried() {
         r.manifest_digest("v1").await.unwrap(),
         Digest::of(MANIFEST.as_bytes())
     );
-    assert_eq!(conn.request_count(), 3, "two failed attempts, then success");
+    // `insecure` on a plain-HTTP host: each attempt tries HTTPS first, then plain HTTP
+    // (Flux's fallback). Attempt 1: HTTPS dropped, HTTP dropped; attempt 2: HTTPS refused
+    // by the plain server, HTTP answers (and the host is remembered as plain HTTP).
+    assert_eq!(
+        conn.request_count(),
+        4,
+        "two dropped connections, then success"
+    );
 }
 
 #[tokio::test]

@@ -97,7 +97,11 @@ async fn plain_http_resolves_with_head_fetches_manifest_and_streams_blobs() {
         "{}",
         missing.message
     );
-    assert_eq!(conn.request_count(), 6, "one request per operation");
+    assert_eq!(
+        conn.request_count(),
+        7,
+        "one HTTPS try (Flux's insecure starts with HTTPS; the host is then remembered as plain HTTP), then one request per operation"
+    );
 }
 
 #[tokio::test]

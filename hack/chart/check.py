@@ -43,7 +43,15 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "custom-consumers": {"networkPolicy": {
         "artifactConsumers": [{"podSelector": {"matchLabels": {"app": "my-consumer"}}}],
         "metricsScrapers": []}},
+    "flux-shards": {"networkPolicy": {"extraArtifactConsumers": [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "flux-system"}},
+         "podSelector": {"matchLabels": {"app": app}}}
+        for app in ("kustomize-controller-shard1", "helm-controller-shard1")]}},
 }
+
+# Flux's consumers: the `app` label of kustomize-controller and helm-controller pods in
+# Flux's manifests, in the flux-system namespace.
+FLUX_CONSUMERS = {("flux-system", "kustomize-controller"), ("flux-system", "helm-controller")}
 
 
 def merged(overrides: dict[str, Any]) -> dict[str, Any]:
@@ -120,13 +128,28 @@ def scenario_checks(name: str, objs: list[dict[str, Any]], values: dict[str, Any
                  art.get("port") == values["service"]["artifact"]["port"] and art.get("targetPort") == "http")
 
 
-def default_consumers(values: dict[str, Any], report: Report) -> None:
+def admitted(objs: list[dict[str, Any]], values: dict[str, Any]) -> set:
+    """(namespace, app) of every peer the rendered NetworkPolicy admits on the artifact port."""
+    port = values["ports"]["artifact"]
+    return {((p.get("namespaceSelector") or {}).get("matchLabels", {}).get("kubernetes.io/metadata.name"),
+             (p.get("podSelector") or {}).get("matchLabels", {}).get("app"))
+            for pol in find(objs, "NetworkPolicy") for rule in pol["spec"].get("ingress", [])
+            if any(x.get("port") == port for x in rule.get("ports", [])) for p in rule.get("from", [])}
+
+
+def default_consumers(objs: list[dict[str, Any]], values: dict[str, Any], report: Report) -> None:
     """Out of the box, the artifact port admits kustomize-controller and helm-controller in flux-system."""
-    wanted = {("flux-system", "kustomize-controller"), ("flux-system", "helm-controller")}
-    got = {((p.get("namespaceSelector") or {}).get("matchLabels", {}).get("kubernetes.io/metadata.name"),
-            (p.get("podSelector") or {}).get("matchLabels", {}).get("app"))
-           for p in values["networkPolicy"]["artifactConsumers"]}
-    report.check("default: consumers are Flux's kustomize-controller and helm-controller", got == wanted, f"got {got}")
+    got = admitted(objs, values)
+    report.check("default: consumers are Flux's kustomize-controller and helm-controller", got == FLUX_CONSUMERS,
+                 f"got {got}")
+
+
+def shard_consumers(objs: list[dict[str, Any]], values: dict[str, Any], report: Report) -> None:
+    """extraArtifactConsumers adds sharded controllers and keeps Flux's defaults."""
+    shards = {("flux-system", "kustomize-controller-shard1"), ("flux-system", "helm-controller-shard1")}
+    got = admitted(objs, values)
+    report.check("flux-shards: shards admitted next to Flux's default consumers", got == FLUX_CONSUMERS | shards,
+                 f"got {got}")
 
 
 def self_test(objs: list[dict[str, Any]], values: dict[str, Any], expected: set, report: Report) -> None:
@@ -209,7 +232,9 @@ def main() -> int:
         scenario_checks(name, objs, values, expected, report, binary)
         if name == "default":
             default_objs, default_values = objs, values
-            default_consumers(values, report)
+            default_consumers(objs, values, report)
+        if name == "flux-shards":
+            shard_consumers(objs, values, report)
 
     flux_examples.check(ROOT, report)
     guide.check(ROOT, binary, report)

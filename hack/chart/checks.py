@@ -191,9 +191,9 @@ def network_policy(objs: list[dict[str, Any]], values: dict[str, Any], report: R
         for port in rule.get("ports", []) or [{"port": "ANY"}]:
             by_port.setdefault(port["port"], []).extend(rule.get("from") or [])
     artifact, metrics = values["ports"]["artifact"], values["ports"]["metrics"]
-    report.check(f"{p} artifact port {artifact} admits exactly the consumers",
-                 by_port.get(artifact) == values["networkPolicy"]["artifactConsumers"],
-                 f"got {by_port.get(artifact)}")
+    consumers = values["networkPolicy"]["artifactConsumers"] + values["networkPolicy"]["extraArtifactConsumers"]
+    report.check(f"{p} artifact port {artifact} admits exactly the consumers (artifactConsumers + extraArtifactConsumers)",
+                 by_port.get(artifact) == consumers, f"got {by_port.get(artifact)}")
     scrapers = values["networkPolicy"]["metricsScrapers"]
     report.check(f"{p} metrics port {metrics} admits exactly the scrapers",
                  by_port.get(metrics, []) == scrapers, f"got {by_port.get(metrics)}")

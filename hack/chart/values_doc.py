@@ -54,5 +54,9 @@ def check(chart: Path, report: Report) -> None:
                  f"undocumented: {missing}")
     for label, bad in (("a misspelt top-level key", {"watchAllNamespace": True}),
                        ("an unknown log encoding", {"controller": {"logEncoding": "text"}}),
-                       ("an unknown storage type", {"storage": {"type": "hostPath"}})):
+                       ("an unknown storage type", {"storage": {"type": "hostPath"}}),
+                       ("an empty consumer peer (admits nothing or fails at apply)",
+                        {"networkPolicy": {"extraArtifactConsumers": [{}]}}),
+                       ("a misspelt peer selector",
+                        {"networkPolicy": {"artifactConsumers": [{"podSelectors": {"matchLabels": {"app": "x"}}}]}})):
         report.check(f"values: values.schema.json refuses {label}", bool(lint(chart, bad)))

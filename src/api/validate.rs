@@ -1,7 +1,11 @@
-//! Spec validation the CRD schema cannot express (URL shape, digest, semver range,
+//! Spec validation the CRD schema cannot express (URL shape, digest, tag, identity
 //! regexes, durations, unsupported providers), reported with field paths such as
-//! `spec.url: must start with oci://`; and Go-style duration parsing (`1m30s`). Pure:
-//! no kube client, no I/O.
+//! `spec.url: invalid url ...`; and Go-style duration parsing (`1m30s`). Pure: no kube
+//! client, no I/O. Each rule is the domain's parser (`domain::reference`,
+//! `domain::digest`, `domain::verification`), called here so that validation and the
+//! reconcile can never disagree. The semver range and `semverFilter` are deliberately
+//! not checked here: Flux compiles them after listing the tags and reports a bad one as
+//! a retried `ReadOperationFailed`, not a stalled spec (`pipeline::resolve`).
 
 use std::fmt;
 use std::str::FromStr;
@@ -10,6 +14,8 @@ use std::time::Duration;
 use super::conditions::reason;
 use super::ocirepository::{OciRepositorySpec, Provider, VerificationProvider};
 use crate::domain::digest::Digest;
+use crate::domain::reference::{valid_tag, RepositoryUrl};
+use crate::domain::verification::IdentityMatch;
 
 /// One invalid field.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,27 +104,17 @@ pub(crate) fn spec(spec: &OciRepositorySpec) -> Result<(), InvalidSpec> {
             unsupported: false,
         });
     };
-    if let Err(message) = check_url(&spec.url) {
-        bad("spec.url", message);
+    if let Err(e) = RepositoryUrl::parse(&spec.url) {
+        bad("spec.url", e.to_string());
     }
     if let Some(r) = &spec.reference {
-        if let Some(digest) = &r.digest {
+        if let Some(digest) = r.digest.as_deref().filter(|d| !d.is_empty()) {
             if let Err(e) = Digest::from_str(digest) {
                 bad("spec.ref.digest", e.to_string());
             }
         }
-        if let Some(range) = &r.semver {
-            if !is_semver_range(range) {
-                bad("spec.ref.semver", format!("invalid semver range '{range}'"));
-            }
-        }
-        if let Some(filter) = &r.semver_filter {
-            if let Err(e) = regex::Regex::new(filter) {
-                bad("spec.ref.semverFilter", format!("invalid regex: {e}"));
-            }
-        }
-        if let Some(tag) = &r.tag {
-            if !is_tag(tag) {
+        if let Some(tag) = r.tag.as_deref().filter(|t| !t.is_empty()) {
+            if !valid_tag(tag) {
                 bad(
                     "spec.ref.tag",
                     format!("invalid tag '{tag}': expected [A-Za-z0-9_][A-Za-z0-9._-]{{0,127}}"),
@@ -179,17 +175,11 @@ pub(crate) fn spec(spec: &OciRepositorySpec) -> Result<(), InvalidSpec> {
     }
     if let Some(verify) = &spec.verify {
         for m in &verify.match_oidc_identity {
-            if let Err(e) = regex::Regex::new(&m.issuer) {
-                bad(
-                    "spec.verify.matchOIDCIdentity.issuer",
-                    format!("invalid regex: {e}"),
-                );
+            if let Err(e) = IdentityMatch::issuer(&m.issuer) {
+                bad("spec.verify.matchOIDCIdentity.issuer", e.to_string());
             }
-            if let Err(e) = regex::Regex::new(&m.subject) {
-                bad(
-                    "spec.verify.matchOIDCIdentity.subject",
-                    format!("invalid regex: {e}"),
-                );
+            if let Err(e) = IdentityMatch::subject(&m.subject) {
+                bad("spec.verify.matchOIDCIdentity.subject", e.to_string());
             }
         }
     }
@@ -222,108 +212,6 @@ pub(crate) fn spec(spec: &OciRepositorySpec) -> Result<(), InvalidSpec> {
     } else {
         Err(InvalidSpec { errors })
     }
-}
-
-/// `oci://host[:port]/path` with a lower-case repository path and no tag or digest.
-fn check_url(url: &str) -> Result<(), String> {
-    let rest = url.strip_prefix("oci://").ok_or("must start with oci://")?;
-    if rest.contains('@') {
-        return Err("must not contain a digest: use spec.ref.digest".to_string());
-    }
-    let (host, path) = rest
-        .split_once('/')
-        .ok_or("must name a repository: oci://host[:port]/path")?;
-    let bad_host = || format!("invalid registry host '{host}'");
-    let (name, port) = match host.strip_prefix('[') {
-        Some(ipv6) => {
-            let (addr, after) = ipv6.split_once(']').ok_or_else(bad_host)?;
-            if addr.is_empty() || !addr.chars().all(|c| c.is_ascii_hexdigit() || c == ':') {
-                return Err(bad_host());
-            }
-            (
-                "ipv6",
-                after
-                    .strip_prefix(':')
-                    .or(if after.is_empty() { None } else { Some("") }),
-            )
-        }
-        None => match host.split_once(':') {
-            Some((name, port)) => (name, Some(port)),
-            None => (host, None),
-        },
-    };
-    let name_ok = !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-'));
-    if !name_ok || port.is_some_and(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit())) {
-        return Err(bad_host());
-    }
-    if path.contains(':') {
-        return Err("must not contain a tag: use spec.ref.tag".to_string());
-    }
-    let component_ok = |c: &str| {
-        let b = c.as_bytes();
-        let alnum = |x: &u8| x.is_ascii_lowercase() || x.is_ascii_digit();
-        b.first().is_some_and(alnum)
-            && b.last().is_some_and(alnum)
-            && b.iter()
-                .all(|x| alnum(x) || matches!(x, b'.' | b'_' | b'-'))
-    };
-    if path.split('/').all(component_ok) {
-        Ok(())
-    } else {
-        Err(format!(
-            "invalid repository path '{path}': expected lower-case components separated by '/'"
-        ))
-    }
-}
-
-fn is_tag(tag: &str) -> bool {
-    let b = tag.as_bytes();
-    b.len() <= 128
-        && b.first()
-            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
-}
-
-/// Accepts Masterminds-style ranges as Flux does: `||` alternatives, comparators
-/// separated by spaces or commas, hyphen ranges `1.2 - 1.4`, `x` wildcards, `^`, `~`,
-/// `!=`, an optional `v` prefix.
-fn is_semver_range(range: &str) -> bool {
-    range.split("||").all(|branch| {
-        let branch = branch.trim();
-        if branch.is_empty() {
-            return false;
-        }
-        let comparators: Vec<String> = match branch.split_once(" - ") {
-            Some((low, high)) => vec![format!(">={}", low.trim()), format!("<={}", high.trim())],
-            None => {
-                let mut out: Vec<String> = Vec::new();
-                for token in branch.split([' ', ',']).filter(|t| !t.is_empty()) {
-                    match out.last_mut() {
-                        Some(last) if last.chars().all(|c| "<>=!~^".contains(c)) => {
-                            last.push_str(token)
-                        }
-                        _ => out.push(token.to_string()),
-                    }
-                }
-                out
-            }
-        };
-        comparators.iter().all(|c| {
-            let op_len = c.len() - c.trim_start_matches(|ch| "<>=!~^".contains(ch)).len();
-            let (op, version) = c.split_at(op_len);
-            let version = version.strip_prefix(['v', 'V']).unwrap_or(version);
-            let op = match op {
-                "!=" => "=",
-                "=" | "==" => "=",
-                other => other,
-            };
-            !version.is_empty() && semver::VersionReq::parse(&format!("{op}{version}")).is_ok()
-        })
-    })
 }
 
 /// Parses a Go duration made of `ms`, `s`, `m`, `h` parts (`1h30m`, `1.5s`), the format
@@ -366,34 +254,58 @@ mod tests {
         assert_eq!(parse_duration(text).map(|d| d.as_millis()), millis);
     }
 
-    #[rstest]
-    #[case("oci://ghcr.io/org/app", true)]
-    #[case("oci://127.0.0.1:5000/a/b-c_d.e", true)]
-    #[case("oci://[::1]:5000/app", true)]
-    #[case("https://ghcr.io/org/app", false)]
-    #[case("oci://ghcr.io", false)]
-    #[case("oci://ghcr.io/org/app:v1", false)]
-    #[case("oci://ghcr.io/org/app@sha256:abc", false)]
-    #[case("oci://ghcr.io/Org/app", false)]
-    #[case("oci://ghcr.io/org//app", false)]
-    #[case("oci://host:port/app", false)]
-    fn urls(#[case] url: &str, #[case] ok: bool) {
-        assert_eq!(check_url(url).is_ok(), ok, "{url}: {:?}", check_url(url));
+    fn spec(yaml: &str) -> OciRepositorySpec {
+        serde_yaml::from_str(&format!("{{interval: 5m, {yaml}}}")).unwrap()
+    }
+
+    fn bad_fields(yaml: &str) -> Vec<&'static str> {
+        super::spec(&spec(yaml))
+            .err()
+            .map(|e| e.fields())
+            .unwrap_or_default()
     }
 
     #[rstest]
-    #[case("1.x", true)]
-    #[case(">=1.0.0 <2.0.0", true)]
-    #[case(">= 1.2, < 2", true)]
-    #[case("^1.2 || ~2.0", true)]
-    #[case("1.2 - 1.4.5", true)]
-    #[case(">=v1.0.0-0", true)]
-    #[case("*", true)]
-    #[case("!=1.2.3", true)]
-    #[case("not-a-range", false)]
-    #[case(">=1.0 ||", false)]
-    #[case("", false)]
-    fn semver_ranges(#[case] range: &str, #[case] ok: bool) {
-        assert_eq!(is_semver_range(range), ok, "{range}");
+    #[case("url: oci://ghcr.io/org/app", &[])]
+    #[case("url: oci://127.0.0.1:5000/a/b-c_d.e", &[])]
+    #[case("url: 'oci://[::1]:5000/app'", &[])]
+    #[case("url: oci://docker.io/nginx", &[])]
+    #[case("url: https://ghcr.io/org/app", &["spec.url"])]
+    #[case("url: oci://ghcr.io/org/app:v1", &["spec.url"])]
+    #[case("url: oci://ghcr.io/org/app@sha256:abc", &["spec.url"])]
+    #[case("url: oci://ghcr.io/Org/app", &["spec.url"])]
+    #[case("url: oci://ghcr.io/org//app", &["spec.url"])]
+    #[case("url: oci://host:port/app", &["spec.url"])]
+    fn urls_are_checked_by_the_domain_parser(#[case] yaml: &str, #[case] want: &[&str]) {
+        assert_eq!(bad_fields(yaml), want, "{yaml}");
+    }
+
+    /// Flux compiles the range after listing tags and retries a bad one
+    /// (`ReadOperationFailed`): validation must not stall it, whatever it is.
+    #[rstest]
+    #[case("1.x")]
+    #[case("=<1.2.0")]
+    #[case("=>1.2.1")]
+    #[case("~>1.2")]
+    #[case(">= 1.2, < 2")]
+    #[case("not-a-range")]
+    #[case(">=1.0 ||")]
+    fn semver_ranges_never_stall(#[case] range: &str) {
+        let yaml = format!("url: oci://r.io/a, ref: {{semver: '{range}', semverFilter: '(['}}");
+        assert_eq!(bad_fields(&yaml), Vec::<&str>::new(), "{range}");
+    }
+
+    #[rstest]
+    #[case("ref: {tag: v1.0}", &[])]
+    #[case("ref: {tag: -bad}", &["spec.ref.tag"])]
+    #[case("ref: {digest: 'sha256:zz'}", &["spec.ref.digest"])]
+    #[case("verify: {matchOIDCIdentity: [{issuer: '(', subject: '.*'}]}", &["spec.verify.matchOIDCIdentity.issuer"])]
+    #[case("verify: {matchOIDCIdentity: [{issuer: 'x', subject: '['}]}", &["spec.verify.matchOIDCIdentity.subject"])]
+    fn refs_and_identities(#[case] yaml: &str, #[case] want: &[&str]) {
+        assert_eq!(
+            bad_fields(&format!("url: oci://r.io/a, {yaml}")),
+            want,
+            "{yaml}"
+        );
     }
 }

@@ -59,7 +59,9 @@ pub async fn run(args: PullArgs) -> Result<(), AppError> {
         args.semver_filter.as_deref(),
         args.digest.as_deref(),
     )
-    .map_err(input)?;
+    .map_err(input)?
+    .with_layer_media_type(args.layer_media_type.as_deref());
+    reference.check().map_err(input)?;
     let platform = Platform::parse(&args.platform).map_err(input)?;
     let selector = LayerSelector {
         media_type: args.layer_media_type.clone(),

@@ -15,7 +15,7 @@ use super::compress::Sink;
 use super::tarstream::{RawEntry, TarStream};
 use super::{ArchiveError, Merger};
 use crate::domain::digest::Digest;
-use crate::domain::ignore::SOURCEIGNORE;
+use crate::domain::ignore::{Scope, SOURCEIGNORE};
 
 impl<W: Write + Send + 'static> Merger<W> {
     fn name_error(&self, digest: &Digest, raw: &[u8], e: NameError) -> ArchiveError {
@@ -207,7 +207,11 @@ impl<W: Write + Send + 'static> Merger<W> {
         if self.rules.has_sourceignore(dir, content) {
             return Ok(());
         }
-        self.rules.add_sourceignore(dir, content);
+        // The first pattern of the list ends Flux's defaults for the whole tree.
+        let dir = match self.rules.add_sourceignore(dir, content) {
+            Scope::Dir => dir,
+            Scope::Tree => "",
+        };
         if self.collect_only {
             return Ok(());
         }

@@ -16,6 +16,28 @@ fn content<'a>(list: &'a [(String, char, u32, String)], path: &str) -> Option<&'
     list.iter().find(|e| e.0 == path).map(|e| e.3.as_str())
 }
 
+/// Runs the first pass, which must ask for a second one, then the second pass with the
+/// found `.sourceignore` files preloaded on `base`; returns the output paths.
+fn two_passes(layers: &[Vec<u8>], base: IgnoreRules) -> Vec<String> {
+    let first = MergeOptions {
+        ignore: base.clone(),
+        limits: Limits::default(),
+    };
+    let found = match merge(layers, first).unwrap() {
+        MergeOutcome::NeedsSecondPass { sourceignore } => sourceignore,
+        MergeOutcome::Done { .. } => panic!("an entry was decided before the rule that changes it"),
+    };
+    let mut ignore = base;
+    for (dir, text) in &found {
+        ignore.add_sourceignore(dir, text);
+    }
+    let second = MergeOptions {
+        ignore,
+        limits: Limits::default(),
+    };
+    paths(&done(merge(layers, second).unwrap()).0)
+}
+
 #[test]
 fn higher_layers_override_lower_ones_across_four_layers() {
     // Manifest order, bottom first.
@@ -131,11 +153,10 @@ fn default_exclusions_apply_and_spec_ignore_replaces_them() {
         limits: Limits::default(),
     };
     let (out, _) = done(merge(&[layer], spec).unwrap());
+    // spec.ignore replaces the defaults, never the VCS patterns (Flux).
     assert_eq!(
         paths(&out),
         vec![
-            ".git",
-            ".git/config",
             "logo.png",
             ".github",
             ".github/workflows",
@@ -167,26 +188,16 @@ fn late_sourceignore_asks_for_a_second_pass_that_then_converges() {
     let top = tar_of(&[E::File("x.txt", "x"), E::File("y.yaml", "y")]);
     let bottom = tar_of(&[E::File(".sourceignore", "*.txt\n"), E::File("z.txt", "z")]);
     let layers = [top, bottom];
-    let found = match merge(&layers, no_ignores()).unwrap() {
-        MergeOutcome::NeedsSecondPass { sourceignore } => sourceignore,
+    match merge(&layers, no_ignores()).unwrap() {
+        MergeOutcome::NeedsSecondPass { sourceignore } => {
+            assert_eq!(sourceignore, vec![(String::new(), "*.txt\n".to_string())]);
+        }
         MergeOutcome::Done { .. } => panic!("x.txt was written before the rule that excludes it"),
-    };
-    assert_eq!(found, vec![(String::new(), "*.txt\n".to_string())]);
-    let mut ignore = IgnoreRules::none();
-    for (dir, text) in &found {
-        ignore.add_sourceignore(dir, text);
     }
-    let (out, _) = done(
-        merge(
-            &layers,
-            MergeOptions {
-                ignore,
-                limits: Limits::default(),
-            },
-        )
-        .unwrap(),
+    assert_eq!(
+        two_passes(&layers, IgnoreRules::none()),
+        vec!["y.yaml", ".sourceignore"]
     );
-    assert_eq!(paths(&out), vec!["y.yaml", ".sourceignore"]);
 }
 
 #[test]
@@ -195,23 +206,25 @@ fn late_sourceignore_that_reincludes_a_skipped_file_also_needs_a_second_pass() {
         E::File("logo.png", "p"),
         E::File(".sourceignore", "!logo.png\n"),
     ]);
-    let found = match merge(std::slice::from_ref(&layer), MergeOptions::default()).unwrap() {
-        MergeOutcome::NeedsSecondPass { sourceignore } => sourceignore,
-        MergeOutcome::Done { .. } => panic!("logo.png was skipped before the rule that keeps it"),
-    };
-    let mut ignore = IgnoreRules::flux_default();
-    ignore.add_sourceignore(&found[0].0, &found[0].1);
-    let (out, _) = done(
-        merge(
-            &[layer],
-            MergeOptions {
-                ignore,
-                limits: Limits::default(),
-            },
-        )
-        .unwrap(),
+    assert_eq!(
+        two_passes(&[layer], IgnoreRules::flux_default()),
+        vec!["logo.png", ".sourceignore"]
     );
-    assert_eq!(paths(&out), vec!["logo.png", ".sourceignore"]);
+}
+
+#[test]
+fn the_first_sourceignore_pattern_anywhere_ends_the_defaults_for_the_whole_tree() {
+    // logo.png is skipped by the defaults, then a .sourceignore elsewhere brings the first
+    // pattern: Flux no longer applies the defaults, so logo.png must be in the artifact.
+    let layer = tar_of(&[
+        E::File("logo.png", "p"),
+        E::File("sub/.sourceignore", "*.txt\n"),
+        E::File("sub/a.txt", "t"),
+    ]);
+    assert_eq!(
+        two_passes(&[layer], IgnoreRules::flux_default()),
+        vec!["logo.png", "sub", "sub/.sourceignore"]
+    );
 }
 
 #[test]

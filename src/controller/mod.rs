@@ -147,19 +147,30 @@ async fn apply(obj: Arc<OciRepository>, kctx: Arc<KubeContext>) -> Result<Action
     let name = obj.name_any();
     let api: Api<OciRepository> = Api::namespaced(kctx.client.clone(), &ns);
     let report = reconcile::reconcile(&obj, &kctx.core, chrono::Utc::now()).await;
+    let write_status = || async {
+        patch_status(&api, &name, &report.status)
+            .await
+            .map_err(|source| ControllerError::PatchStatus {
+                object: format!("{ns}/{name}"),
+                source,
+            })
+    };
     if obj.spec.suspend {
         tracing::debug!(object = %format!("{ns}/{name}"), "suspended; not reconciling");
+        // A requested reconcile is still recorded (lastHandledReconcileAt), as in Flux.
+        let handled = obj
+            .status
+            .as_ref()
+            .and_then(|s| s.last_handled_reconcile_at.as_ref());
+        if handled != report.status.last_handled_reconcile_at.as_ref() {
+            write_status().await?;
+        }
         return Ok(Action::await_change());
     }
     if let Some(e) = &report.error {
         tracing::warn!(object = %format!("{ns}/{name}"), reason = e.reason(), error = %reconcile::error::chain(e), "reconcile failed");
     }
-    patch_status(&api, &name, &report.status)
-        .await
-        .map_err(|source| ControllerError::PatchStatus {
-            object: format!("{ns}/{name}"),
-            source,
-        })?;
+    write_status().await?;
     publish_events(&kctx.client, &obj, &report.events).await;
     if kctx.external_artifact {
         let mut updated = (*obj).clone();

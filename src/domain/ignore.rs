@@ -1,22 +1,32 @@
-//! Ignore rules for the files of an artifact: Flux's default exclusions, `spec.ignore`
-//! (gitignore syntax, replacing the defaults) and `.sourceignore` files, which add rules
-//! for their own directory the way git treats a nested `.gitignore`. Pure matching on
-//! relative `/`-separated paths: no I/O, and nothing from kube, tokio, reqwest, axum or
-//! sigstore may be imported here.
+//! Ignore rules for the files of an artifact, exactly as Flux applies them
+//! (`sourceignore.LoadIgnorePatterns` + `storage.SourceIgnoreFilter`): the patterns are
+//! every `.sourceignore` in the tree (scoped to its directory) followed by `spec.ignore`;
+//! comment and blank lines do not count. If that list is EMPTY (no `.sourceignore`
+//! pattern, `spec.ignore` unset, `""` or comments only), the VCS patterns and Flux's
+//! default patterns apply; if it is not, the VCS patterns and the list apply and the
+//! defaults do not. Later patterns win, as in Flux's matcher: `spec.ignore` over every
+//! `.sourceignore`, a deeper `.sourceignore` over a shallower one, the list over the
+//! defaults, the defaults over the VCS patterns.
+//!
+//! Pure matching on relative `/`-separated paths: no I/O, and nothing from kube, tokio,
+//! reqwest, axum or sigstore may be imported here.
 
 use std::collections::BTreeMap;
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
 
-/// Flux's default exclusions, applied when `spec.ignore` is not set.
-pub const FLUX_DEFAULT_EXCLUSIONS: &str = "\
-# VCS
+/// Flux's VCS patterns (`sourceignore.ExcludeVCS`): applied whatever the list holds.
+pub const FLUX_VCS_EXCLUSIONS: &str = "\
 .git/
 .gitignore
 .gitmodules
 .gitattributes
-# media and archives
+";
+
+/// Flux's default patterns (`ExcludeExt`, `ExcludeCI`, `ExcludeExtra`): applied only
+/// when no `.sourceignore` and no `spec.ignore` pattern exists.
+pub const FLUX_DEFAULT_EXCLUSIONS: &str = "\
 *.jpg
 *.jpeg
 *.gif
@@ -25,7 +35,6 @@ pub const FLUX_DEFAULT_EXCLUSIONS: &str = "\
 *.flv
 *.tar.gz
 *.zip
-# CI
 .github/
 .circleci/
 .travis.yml
@@ -35,11 +44,9 @@ appveyor.yml
 cloudbuild.yaml
 codeship-services.yml
 codeship-steps.yml
-# release and secrets tooling
-.goreleaser.yml
-.sops.yaml
-# Flux v1
-.flux.yaml
+**/.goreleaser.yml
+**/.sops.yaml
+**/.flux.yaml
 ";
 
 /// The file name whose content adds ignore rules for its directory.
@@ -60,17 +67,48 @@ pub enum IgnoreError {
     },
 }
 
-/// One `.sourceignore`: its directory, its text and the compiled matcher.
+/// A compiled pattern list and whether it holds any pattern at all.
+#[derive(Clone, Debug)]
+struct Patterns {
+    matcher: Gitignore,
+    /// False when every line is blank or a comment: the list adds nothing.
+    any: bool,
+}
+
+impl Patterns {
+    fn empty() -> Self {
+        Self {
+            matcher: Gitignore::empty(),
+            any: false,
+        }
+    }
+}
+
+/// One `.sourceignore`: its text and its compiled patterns.
 #[derive(Clone, Debug)]
 struct Nested {
     content: String,
-    matcher: Gitignore,
+    patterns: Patterns,
+}
+
+/// Which decisions a newly added `.sourceignore` may have changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Only paths under the file's own directory.
+    Dir,
+    /// Every path: it was the first pattern of the list, so the defaults stopped applying.
+    Tree,
 }
 
 /// The ignore rules of one artifact. Cheap to clone; matching is read-only.
 #[derive(Clone, Debug)]
 pub struct IgnoreRules {
-    base: Gitignore,
+    /// VCS and default patterns exist (Flux's rules); false for [`IgnoreRules::none`].
+    flux: bool,
+    vcs: Patterns,
+    defaults: Patterns,
+    /// `spec.ignore`, when set.
+    spec: Patterns,
     /// `.sourceignore` rules keyed by directory (`""` for the root).
     nested: BTreeMap<String, Nested>,
 }
@@ -82,50 +120,80 @@ impl Default for IgnoreRules {
 }
 
 impl IgnoreRules {
-    /// Flux's default exclusions (`.git/`, CI files, images, archives, ...).
+    /// Flux's rules with `spec.ignore` unset: VCS + default patterns until a
+    /// `.sourceignore` brings a pattern.
     pub fn flux_default() -> Self {
-        // The default list is a compile-time constant known to parse.
-        Self::from_spec(FLUX_DEFAULT_EXCLUSIONS).unwrap_or_else(|_| Self::none())
-    }
-
-    /// No rules at all: nothing is ignored until a `.sourceignore` says so.
-    pub fn none() -> Self {
+        // Both lists are compile-time constants known to parse.
+        let constant =
+            |text| compile("the built-in patterns", text).unwrap_or_else(|_| Patterns::empty());
         Self {
-            base: Gitignore::empty(),
+            flux: true,
+            vcs: constant(FLUX_VCS_EXCLUSIONS),
+            defaults: constant(FLUX_DEFAULT_EXCLUSIONS),
+            spec: Patterns::empty(),
             nested: BTreeMap::new(),
         }
     }
 
-    /// The rules of `spec.ignore`, which replace the default exclusions.
+    /// No rules at all, not even VCS ones: nothing is ignored until a `.sourceignore`
+    /// says so (`ocisource push` of a directory).
+    pub fn none() -> Self {
+        Self {
+            flux: false,
+            vcs: Patterns::empty(),
+            defaults: Patterns::empty(),
+            spec: Patterns::empty(),
+            nested: BTreeMap::new(),
+        }
+    }
+
+    /// Flux's rules with `spec.ignore` set to `text`. An empty text (or comments only)
+    /// leaves the defaults in force, as in Flux.
     pub fn from_spec(text: &str) -> Result<Self, IgnoreError> {
         Ok(Self {
-            base: compile("spec.ignore", text)?,
-            nested: BTreeMap::new(),
+            spec: compile("spec.ignore", text)?,
+            ..Self::flux_default()
         })
+    }
+
+    /// True while no `.sourceignore` and no `spec.ignore` pattern exists, so Flux's
+    /// default patterns apply.
+    pub fn defaults_apply(&self) -> bool {
+        self.flux && !self.spec.any && self.nested.values().all(|n| !n.patterns.any)
     }
 
     /// Adds the rules of the `.sourceignore` found in `dir` (`""` or `"a/b"`, no slashes
     /// at either end). Lines that are not valid patterns are skipped, as git and Flux do.
     /// Adding the same content twice for a directory changes nothing; different content
-    /// replaces the earlier rules of that directory.
-    pub fn add_sourceignore(&mut self, dir: &str, content: &str) {
+    /// replaces the earlier rules of that directory. Returns which decisions may differ
+    /// now: [`Scope::Tree`] when this file ended the defaults.
+    pub fn add_sourceignore(&mut self, dir: &str, content: &str) -> Scope {
         let dir = dir.trim_matches('/');
         if self.has_sourceignore(dir, content) {
-            return;
+            return Scope::Dir;
         }
+        let had_defaults = self.defaults_apply();
         let mut builder = GitignoreBuilder::new("");
-        for line in content.lines() {
-            // An invalid line only loses its own rule.
+        let mut any = false;
+        for line in content.lines().filter(|l| is_pattern(l)) {
+            // An invalid line only loses its own rule; it still counts as a pattern of
+            // the list, as every line does for Flux.
             let _ = builder.add_line(None, line);
+            any = true;
         }
         let matcher = builder.build().unwrap_or_else(|_| Gitignore::empty());
         self.nested.insert(
             dir.to_string(),
             Nested {
                 content: content.to_string(),
-                matcher,
+                patterns: Patterns { matcher, any },
             },
         );
+        if had_defaults != self.defaults_apply() {
+            Scope::Tree
+        } else {
+            Scope::Dir
+        }
     }
 
     /// True when exactly this `.sourceignore` content is already loaded for `dir`.
@@ -163,14 +231,18 @@ impl IgnoreRules {
         parent_ignored || (!path.is_empty() && self.decide(path, is_dir) == Some(true))
     }
 
-    /// The verdict of the most specific rule set that has one: the deepest
-    /// `.sourceignore` first, then the base rules. `None` when no rule matches.
+    /// The verdict of the highest-priority list that has one: `spec.ignore`, then the
+    /// `.sourceignore` files deepest first, then the defaults (while they apply), then
+    /// the VCS patterns. `None` when no rule matches.
     fn decide(&self, path: &str, is_dir: bool) -> Option<bool> {
+        if let Some(v) = verdict(self.spec.matcher.matched(path, is_dir)) {
+            return Some(v);
+        }
         let depth = path.bytes().filter(|b| *b == b'/').count() + 1;
         if !self.nested.is_empty() && self.nested.len() < depth {
-            // Fewer rule sets than directories above `path`: try each set's directory. In
-            // key order an ancestor comes before its descendants, so reversed is deepest
-            // first.
+            // Fewer rule sets than directories above `path` (a deep path): try each set's
+            // directory instead of each ancestor. In key order an ancestor comes before its
+            // descendants, so reversed is deepest first.
             for (dir, n) in self.nested.iter().rev() {
                 let rel = match path.strip_prefix(dir.as_str()) {
                     Some(rel) if dir.is_empty() => rel,
@@ -180,7 +252,7 @@ impl IgnoreRules {
                     },
                     None => continue,
                 };
-                if let Some(v) = verdict(n.matcher.matched(rel, is_dir)) {
+                if let Some(v) = verdict(n.patterns.matcher.matched(rel, is_dir)) {
                     return Some(v);
                 }
             }
@@ -193,7 +265,7 @@ impl IgnoreRules {
                     None => ("", path),
                 };
                 if let Some(n) = self.nested.get(dir) {
-                    if let Some(v) = verdict(n.matcher.matched(rel, is_dir)) {
+                    if let Some(v) = verdict(n.patterns.matcher.matched(rel, is_dir)) {
                         return Some(v);
                     }
                 }
@@ -203,8 +275,18 @@ impl IgnoreRules {
                 }
             }
         }
-        verdict(self.base.matched(path, is_dir))
+        if self.defaults_apply() {
+            if let Some(v) = verdict(self.defaults.matcher.matched(path, is_dir)) {
+                return Some(v);
+            }
+        }
+        verdict(self.vcs.matcher.matched(path, is_dir))
     }
+}
+
+/// Flux's `ReadPatterns` skips lines starting with `#` and blank lines.
+fn is_pattern(line: &str) -> bool {
+    !line.starts_with('#') && !line.trim().is_empty()
 }
 
 fn verdict<T>(m: Match<T>) -> Option<bool> {
@@ -215,9 +297,10 @@ fn verdict<T>(m: Match<T>) -> Option<bool> {
     }
 }
 
-fn compile(origin: &str, text: &str) -> Result<Gitignore, IgnoreError> {
+fn compile(origin: &str, text: &str) -> Result<Patterns, IgnoreError> {
     let mut builder = GitignoreBuilder::new("");
-    for line in text.lines() {
+    let mut any = false;
+    for line in text.lines().filter(|l| is_pattern(l)) {
         builder
             .add_line(None, line)
             .map_err(|e| IgnoreError::Pattern {
@@ -225,12 +308,14 @@ fn compile(origin: &str, text: &str) -> Result<Gitignore, IgnoreError> {
                 line: line.to_string(),
                 message: e.to_string(),
             })?;
+        any = true;
     }
-    builder.build().map_err(|e| IgnoreError::Pattern {
+    let matcher = builder.build().map_err(|e| IgnoreError::Pattern {
         origin: origin.to_string(),
         line: String::new(),
         message: e.to_string(),
-    })
+    })?;
+    Ok(Patterns { matcher, any })
 }
 
 #[cfg(test)]
@@ -263,7 +348,7 @@ mod tests {
     }
 
     #[test]
-    fn spec_replaces_the_defaults() {
+    fn spec_replaces_the_defaults_but_not_the_vcs_patterns() {
         let rules = IgnoreRules::from_spec("/secrets/\n*.md\n!keep.md\n").unwrap();
         assert!(rules.is_ignored("secrets", true));
         assert!(rules.is_ignored("secrets/a.yaml", false));
@@ -277,27 +362,89 @@ mod tests {
             !rules.is_ignored("logo.png", false),
             "defaults no longer apply"
         );
-        assert!(!rules.is_ignored(".git/config", false));
+        assert!(
+            rules.is_ignored(".git/config", false),
+            "VCS patterns always apply"
+        );
+        assert!(rules.is_ignored(".gitmodules", false));
+    }
+
+    /// NOTES.md "Exclusions": an empty list (no pattern anywhere) means VCS + defaults,
+    /// whatever `spec.ignore` looks like when it holds no pattern.
+    #[rstest]
+    #[case::unset(None)]
+    #[case::empty(Some(""))]
+    #[case::blank_lines(Some("\n  \n"))]
+    #[case::comments_only(Some("# nothing here\n#*.yaml\n"))]
+    fn an_empty_list_keeps_vcs_and_default_patterns(#[case] spec: Option<&str>) {
+        let rules = match spec {
+            Some(text) => IgnoreRules::from_spec(text).unwrap(),
+            None => IgnoreRules::flux_default(),
+        };
+        assert!(rules.defaults_apply());
+        assert!(rules.is_ignored("logo.png", false));
+        assert!(rules.is_ignored(".github/workflows/ci.yaml", false));
+        assert!(rules.is_ignored(".git/HEAD", false));
+        assert!(!rules.is_ignored("deploy/app.yaml", false));
+    }
+
+    #[rstest]
+    #[case::spec(Some("*.txt"), None)]
+    #[case::root_sourceignore(None, Some(""))]
+    #[case::nested_sourceignore(None, Some("sub"))]
+    #[case::both(Some("*.txt"), Some("sub"))]
+    fn any_pattern_ends_the_defaults_but_not_vcs(
+        #[case] spec: Option<&str>,
+        #[case] sourceignore_dir: Option<&str>,
+    ) {
+        let mut rules = match spec {
+            Some(text) => IgnoreRules::from_spec(text).unwrap(),
+            None => IgnoreRules::flux_default(),
+        };
+        if let Some(dir) = sourceignore_dir {
+            rules.add_sourceignore(dir, "# comment\n*.txt\n");
+        }
+        assert!(!rules.defaults_apply());
+        assert!(!rules.is_ignored("logo.png", false), "defaults are gone");
+        assert!(!rules.is_ignored(".github/ci.yml", false));
+        assert!(rules.is_ignored(".git/config", false), "VCS stays");
+        assert!(rules.is_ignored(".gitattributes", false));
     }
 
     #[test]
-    fn sourceignore_applies_to_its_directory_only() {
+    fn a_comment_only_sourceignore_changes_nothing() {
         let mut rules = IgnoreRules::flux_default();
-        rules.add_sourceignore("apps", "*.txt\n/local/\n!logo.png\n");
-        assert!(rules.is_ignored("apps/a.txt", false));
-        assert!(rules.is_ignored("apps/x/a.txt", false));
-        assert!(!rules.is_ignored("a.txt", false));
-        assert!(!rules.is_ignored("other/a.txt", false));
-        assert!(rules.is_ignored("apps/local/f", false), "anchored at apps/");
-        assert!(!rules.is_ignored("apps/x/local/f", false));
-        assert!(
-            !rules.is_ignored("apps/logo.png", false),
-            "deeper rules win"
+        assert_eq!(
+            rules.add_sourceignore("sub", "# just a note\n\n"),
+            Scope::Dir
         );
+        assert!(rules.defaults_apply());
         assert!(rules.is_ignored("logo.png", false));
-        assert_eq!(rules.sourceignore_count(), 1);
-        assert!(rules.has_sourceignore("apps", "*.txt\n/local/\n!logo.png\n"));
-        assert!(!rules.has_sourceignore("apps", "other"));
+    }
+
+    #[test]
+    fn the_first_pattern_widens_the_scope_to_the_tree() {
+        let mut rules = IgnoreRules::flux_default();
+        assert_eq!(rules.add_sourceignore("sub", "*.txt\n"), Scope::Tree);
+        assert_eq!(rules.add_sourceignore("other", "*.md\n"), Scope::Dir);
+        let mut none = IgnoreRules::none();
+        assert_eq!(none.add_sourceignore("", "*.md\n"), Scope::Dir);
+        assert!(
+            !none.is_ignored(".git/config", false),
+            "push: no built-in rules"
+        );
+    }
+
+    #[test]
+    fn later_patterns_win_spec_over_sourceignore_over_defaults() {
+        // Flux appends spec.ignore after every .sourceignore: it has the last word.
+        let mut rules = IgnoreRules::from_spec("!a.txt\n").unwrap();
+        rules.add_sourceignore("", "*.txt\n");
+        assert!(!rules.is_ignored("a.txt", false));
+        assert!(rules.is_ignored("b.txt", false));
+        // A list pattern can re-include what a VCS pattern excludes.
+        let rules = IgnoreRules::from_spec("!.gitignore\n").unwrap();
+        assert!(!rules.is_ignored(".gitignore", false));
     }
 
     #[test]

@@ -1,10 +1,20 @@
-//! `spec.url` and `spec.ref`: parsing `oci://host[:port]/path`, the ref precedence
-//! (digest > semver > tag > `latest`), and the revision string Flux consumers see.
+//! `spec.url` and `spec.ref`: parsing `oci://host[:port]/path` with Docker Hub's names
+//! as go-containerregistry (hence Flux) reads them, the ref precedence (digest > semver >
+//! tag > `latest`), and the revision string Flux consumers see.
+//!
+//! Docker Hub: the first path component is a registry only when it is `localhost` or
+//! holds a `.` or `:`; otherwise the registry is `index.docker.io`. `docker.io` means
+//! `index.docker.io`, and a Docker Hub repository without a `/` is in `library/`
+//! (`oci://docker.io/nginx` is `index.docker.io/library/nginx`), for pulls and for the
+//! credential lookup alike.
 
 use std::fmt;
 
 use super::digest::Digest;
-use super::semver_range::VersionRange;
+use super::semver_range::{TagMapping, VersionRange};
+
+/// Docker Hub's registry host, as go-containerregistry names it.
+pub const DOCKER_HUB: &str = "index.docker.io";
 
 /// A parsed `oci://host[:port]/path` repository URL.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,15 +48,19 @@ pub enum UrlError {
 }
 
 impl RepositoryUrl {
-    /// Parses `oci://host[:port]/path`.
+    /// Parses `oci://host[:port]/path` (Docker Hub names as described in the module doc).
     pub fn parse(url: &str) -> Result<Self, UrlError> {
         let rest = url
             .strip_prefix("oci://")
             .ok_or_else(|| UrlError::Scheme(url.to_string()))?;
         let rest = rest.trim_end_matches('/');
-        let (host, path) = rest
-            .split_once('/')
-            .ok_or_else(|| UrlError::Host(url.to_string()))?;
+        let (host, path) = match rest.split_once('/') {
+            Some((first, path)) if first == "localhost" || first.contains(['.', ':']) => {
+                (first, path)
+            }
+            _ if rest.is_empty() => return Err(UrlError::Host(url.to_string())),
+            _ => (DOCKER_HUB, rest),
+        };
         if path.contains('@') {
             return Err(UrlError::RefInUrl(url.to_string()));
         }
@@ -66,9 +80,19 @@ impl RepositoryUrl {
                 path: path.to_string(),
             });
         }
+        let host = if host == "docker.io" {
+            DOCKER_HUB
+        } else {
+            host
+        };
+        let repository = if host == DOCKER_HUB && !path.contains('/') {
+            format!("library/{path}")
+        } else {
+            path.to_string()
+        };
         Ok(Self {
             host: host.to_string(),
-            repository: path.to_string(),
+            repository,
         })
     }
 }
@@ -118,16 +142,43 @@ pub enum RefSpec {
     /// A fixed manifest digest.
     Digest(Digest),
     /// The highest tag matching a semver range, after an optional tag filter.
-    Semver {
-        /// The range.
-        range: VersionRange,
-        /// The range as written, for messages.
-        range_text: String,
-        /// Tags not matching this regex are ignored.
-        filter: Option<regex::Regex>,
-    },
+    Semver(SemverRef),
     /// A tag.
     Tag(String),
+}
+
+/// A semver ref as written. The range and the filter are compiled only after the tags
+/// are listed, as Flux does: an invalid range is a retried read failure
+/// (`ReadOperationFailed`), not a stalled spec.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SemverRef {
+    /// The range, e.g. `>=1.0.0 <2.0.0`.
+    pub range: String,
+    /// `semverFilter`: tags not matching this (unanchored) regex are ignored.
+    pub filter: Option<String>,
+    /// How tags spell versions (Helm charts write `+` as `_`).
+    pub mapping: TagMapping,
+}
+
+impl SemverRef {
+    /// The compiled range and filter, or what is wrong with them.
+    pub fn compile(&self) -> Result<(VersionRange, Option<regex::Regex>), RefError> {
+        let filter = self
+            .filter
+            .as_deref()
+            .map(|f| {
+                regex::Regex::new(f).map_err(|source| RefError::Filter {
+                    filter: f.to_string(),
+                    source,
+                })
+            })
+            .transpose()?;
+        let range = VersionRange::parse(&self.range).map_err(|reason| RefError::Semver {
+            range: self.range.clone(),
+            reason,
+        })?;
+        Ok((range, filter))
+    }
 }
 
 /// Why `spec.ref` is not usable.
@@ -169,29 +220,40 @@ impl RefSpec {
             return Ok(Self::Digest(d.parse()?));
         }
         if let Some(r) = non_empty(semver) {
-            let range = VersionRange::parse(r).map_err(|reason| RefError::Semver {
+            return Ok(Self::Semver(SemverRef {
                 range: r.to_string(),
-                reason,
-            })?;
-            let filter = non_empty(semver_filter)
-                .map(|f| {
-                    regex::Regex::new(f).map_err(|source| RefError::Filter {
-                        filter: f.to_string(),
-                        source,
-                    })
-                })
-                .transpose()?;
-            return Ok(Self::Semver {
-                range,
-                range_text: r.to_string(),
-                filter,
-            });
+                filter: non_empty(semver_filter).map(String::from),
+                mapping: TagMapping::Plain,
+            }));
         }
         let tag = non_empty(tag).unwrap_or("latest");
         if !valid_tag(tag) {
             return Err(RefError::Tag(tag.to_string()));
         }
         Ok(Self::Tag(tag.to_string()))
+    }
+}
+
+impl RefSpec {
+    /// Reads semver tags the way `spec.layerSelector.mediaType` implies (Helm charts spell
+    /// `+` as `_`); other refs are unchanged.
+    pub fn with_layer_media_type(self, media_type: Option<&str>) -> Self {
+        match self {
+            Self::Semver(s) => Self::Semver(SemverRef {
+                mapping: TagMapping::for_layer_media_type(media_type),
+                ..s
+            }),
+            other => other,
+        }
+    }
+
+    /// Compiles a semver range and filter now, for callers that want to fail before
+    /// contacting the registry (the CLI); the controller lets the resolve step do it.
+    pub fn check(&self) -> Result<(), RefError> {
+        match self {
+            Self::Semver(s) => s.compile().map(|_| ()),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -258,6 +320,13 @@ mod tests {
         "registry.example.com",
         "team/my_app.v2"
     )]
+    #[case("oci://docker.io/nginx", "index.docker.io", "library/nginx")]
+    #[case("oci://docker.io/org/app", "index.docker.io", "org/app")]
+    #[case("oci://index.docker.io/nginx", "index.docker.io", "library/nginx")]
+    #[case("oci://nginx", "index.docker.io", "library/nginx")]
+    #[case("oci://org/app", "index.docker.io", "org/app")]
+    #[case("oci://localhost/app", "localhost", "app")]
+    #[case("oci://registry-1.docker.io/app", "registry-1.docker.io", "app")]
     fn parses_valid_urls(#[case] url: &str, #[case] host: &str, #[case] repo: &str) {
         let u = RepositoryUrl::parse(url).unwrap();
         assert_eq!((u.host.as_str(), u.repository.as_str()), (host, repo));
@@ -270,7 +339,7 @@ mod tests {
         "oci://ghcr.io/org/app@sha256:abc",
         "a tag or digest belongs in spec.ref"
     )]
-    #[case("oci://ghcr.io", "missing or malformed registry host")]
+    #[case("oci://", "missing or malformed registry host")]
     #[case("oci://ghcr.io/Org/App", "must be lower-case")]
     #[case("oci://gh cr.io/org/app", "missing or malformed registry host")]
     fn rejects_invalid_urls(#[case] url: &str, #[case] msg: &str) {
@@ -288,7 +357,7 @@ mod tests {
         ));
         assert!(matches!(
             RefSpec::from_fields(Some("v1"), Some("1.x"), None, None).unwrap(),
-            RefSpec::Semver { .. }
+            RefSpec::Semver(_)
         ));
         assert!(
             matches!(RefSpec::from_fields(Some("v1"), None, None, None).unwrap(), RefSpec::Tag(t) if t == "v1")
@@ -303,13 +372,12 @@ mod tests {
 
     #[test]
     fn field_errors_name_the_field() {
-        let e = RefSpec::from_fields(None, Some("1.x"), Some("(["), None)
-            .unwrap_err()
-            .to_string();
+        // A bad range or filter is found when compiled (after listing tags), not before.
+        let bad_filter = RefSpec::from_fields(None, Some("1.x"), Some("(["), None).unwrap();
+        let e = bad_filter.check().unwrap_err().to_string();
         assert!(e.starts_with("invalid spec.ref.semverFilter '(['"), "{e}");
-        let e = RefSpec::from_fields(None, Some("not a range"), None, None)
-            .unwrap_err()
-            .to_string();
+        let bad_range = RefSpec::from_fields(None, Some("not a range"), None, None).unwrap();
+        let e = bad_range.check().unwrap_err().to_string();
         assert!(
             e.starts_with("invalid spec.ref.semver 'not a range'"),
             "{e}"
@@ -339,6 +407,22 @@ mod tests {
         let (_, r) = parse_image_ref("oci://reg.io:443/a").unwrap();
         assert!(matches!(r, RefSpec::Tag(t) if t == "latest"));
         assert!(parse_image_ref("oci://reg.io/a@sha256:nope").is_err());
+    }
+
+    #[rstest]
+    #[case(None, TagMapping::Plain)]
+    #[case(
+        Some("application/vnd.cncf.helm.chart.content.v1.tar+gzip"),
+        TagMapping::HelmChart
+    )]
+    fn semver_refs_read_helm_tags_only_for_the_chart_layer(
+        #[case] media_type: Option<&str>,
+        #[case] want: TagMapping,
+    ) {
+        let r = RefSpec::from_fields(None, Some(">=1.0.0"), None, None)
+            .unwrap()
+            .with_layer_media_type(media_type);
+        assert!(matches!(r, RefSpec::Semver(s) if s.mapping == want));
     }
 
     #[test]

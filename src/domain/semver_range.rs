@@ -5,8 +5,14 @@
 //! `= != > >= < <= ~ ~> ^`, wildcards `x X *`, partial versions (`1`, `1.2`) and hyphen
 //! ranges (`1.2 - 1.4.5`). A version with a prerelease matches only when the AND group
 //! it is tested against contains a comparator with a prerelease (`>=1.0.0-0` admits
-//! every prerelease, as in Flux). Tags are read leniently, as Flux does: an optional
-//! `v` prefix, partial versions, and Helm's `_` standing for `+`.
+//! every prerelease, as in Flux). Operators also come in Masterminds' spellings `=>`,
+//! `=<` and `~>`.
+//!
+//! Tags are read as Flux's `version.ParseVersion` reads them: a tag is a version only
+//! when it has three dot-separated parts (an optional lower-case `v` first) and parses
+//! (leading zeros allowed in the numbers, as Masterminds' `NewVersion` coerces them).
+//! `_` stands for `+` only in Helm chart tags ([`TagMapping::HelmChart`]); for every other
+//! artifact a tag with `_` is no version.
 
 use std::cmp::Ordering;
 
@@ -108,8 +114,11 @@ fn cmp(op: Op, version: Version) -> Comparator {
     Comparator { op, version }
 }
 
+/// Operators, longest spellings first so that a prefix never hides a longer one.
+const OPERATORS: [&str; 11] = ["~>", ">=", "=>", "<=", "=<", "!=", ">", "<", "=", "~", "^"];
+
 fn expand(token: &str) -> Result<Vec<Comparator>, String> {
-    let (op, rest) = ["~>", ">=", "<=", "=<", "!=", ">", "<", "=", "~", "^"]
+    let (op, rest) = OPERATORS
         .iter()
         .find_map(|o| token.strip_prefix(o).map(|r| (*o, r)))
         .unwrap_or(("", token));
@@ -131,7 +140,7 @@ fn expand(token: &str) -> Result<Vec<Comparator>, String> {
             _ if p.major.is_none() => vec![cmp(Op::Lt, Version::new(0, 0, 0))],
             _ => vec![cmp(Op::Gt, p.floor())],
         },
-        ">=" => vec![cmp(Op::Ge, p.floor())],
+        ">=" | "=>" => vec![cmp(Op::Ge, p.floor())],
         "<" => vec![cmp(Op::Lt, p.floor())],
         "<=" | "=<" => match p.ceiling() {
             Some(c) if !p.is_full() => vec![cmp(Op::Lt, c)],
@@ -187,7 +196,7 @@ impl VersionRange {
                 }
                 // Operators may be separated from their version by a space: ">= 1.2".
                 let token = match tokens[i] {
-                    op @ (">" | ">=" | "<" | "<=" | "=" | "!=" | "~" | "^" | "~>") => {
+                    op if OPERATORS.contains(&op) => {
                         i += 1;
                         format!("{op}{}", tokens.get(i).ok_or("operator without version")?)
                     }
@@ -230,23 +239,64 @@ fn cmp_precedence(a: &Version, b: &Version) -> Ordering {
         .then_with(|| a.pre.cmp(&b.pre))
 }
 
-/// Reads a tag as a version, leniently (Flux's `semver.NewVersion`): `v1.2.3`, `1.2`,
-/// `1.2.3-rc.1`, Helm's `1.2.3_build.5` (`_` is `+`). `None` when it is no version.
-pub fn parse_tag(tag: &str) -> Option<Version> {
-    let t = tag
-        .strip_prefix(['v', 'V'])
-        .unwrap_or(tag)
-        .replace('_', "+");
-    let (rest, build) = match t.split_once('+') {
-        Some((r, b)) => (r, BuildMetadata::new(b).ok()?),
-        None => (t.as_str(), BuildMetadata::EMPTY),
+/// The media type of a Helm chart layer: tags of such artifacts spell semver's `+` as `_`.
+pub const HELM_CHART_LAYER: &str = "application/vnd.cncf.helm.chart.content.v1.tar+gzip";
+
+/// How tags spell versions: as they are, or Helm's way (`_` for `+`, which OCI tags
+/// cannot hold). Flux picks Helm's way only when the layer selector asks for Helm's chart
+/// layer media type.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TagMapping {
+    /// A tag is read as it is: `1.5.0_build1` is no version.
+    #[default]
+    Plain,
+    /// `_` in a tag is read as `+`: `1.5.0_build1` is `1.5.0+build1`.
+    HelmChart,
+}
+
+impl TagMapping {
+    /// The mapping for `spec.layerSelector.mediaType` (none set: [`TagMapping::Plain`]).
+    pub fn for_layer_media_type(media_type: Option<&str>) -> Self {
+        if media_type == Some(HELM_CHART_LAYER) {
+            Self::HelmChart
+        } else {
+            Self::Plain
+        }
+    }
+}
+
+/// Reads a tag as a version the way Flux does (`version.ParseVersion`, i.e. three
+/// dot-separated parts, then Masterminds' lenient `NewVersion`): `v1.2.3`, `1.2.3-rc.1`,
+/// `2025.01.02`; with [`TagMapping::HelmChart`] also `1.2.3_build.5` (`_` is `+`).
+/// `None` when it is no version (`1.2`, `V1.2.3`, `latest`, `1.2.3_x` for a plain tag).
+pub fn parse_tag(tag: &str, mapping: TagMapping) -> Option<Version> {
+    let text = match mapping {
+        TagMapping::Plain => std::borrow::Cow::Borrowed(tag),
+        TagMapping::HelmChart => std::borrow::Cow::Owned(tag.replace('_', "+")),
     };
-    let (core, pre) = match rest.split_once('-') {
-        Some((c, p)) => (c, Prerelease::new(p).ok()?),
-        None => (rest, Prerelease::EMPTY),
+    if text.splitn(3, '.').count() != 3 {
+        return None;
+    }
+    let rest = text.strip_prefix('v').unwrap_or(&text);
+    let core_end = rest.find(['-', '+']).unwrap_or(rest.len());
+    let (core, tail) = rest.split_at(core_end);
+    let (pre, build) = match tail.split_once('+') {
+        Some((pre, build)) => (pre, Some(build)),
+        None => (tail, None),
+    };
+    let pre = match pre.strip_prefix('-') {
+        Some("") => return None,
+        Some(p) => Prerelease::new(p).ok()?,
+        None if pre.is_empty() => Prerelease::EMPTY,
+        None => return None,
+    };
+    let build = match build {
+        Some("") => return None,
+        Some(b) => BuildMetadata::new(b).ok()?,
+        None => BuildMetadata::EMPTY,
     };
     let nums: Vec<&str> = core.split('.').collect();
-    if nums.is_empty() || nums.len() > 3 {
+    if nums.len() > 3 {
         return None;
     }
     let mut n = [0u64; 3];
@@ -262,16 +312,18 @@ pub fn parse_tag(tag: &str) -> Option<Version> {
     Some(v)
 }
 
-/// The highest tag that passes `filter` (unanchored regex, as Flux) and satisfies `range`.
-/// Ties in precedence go to the lexically greatest tag, so the choice is stable.
+/// The highest tag that passes `filter` (unanchored regex, as Flux) and satisfies `range`,
+/// reading tags with `mapping`. Ties in precedence go to the lexically greatest tag, so
+/// the choice is stable.
 pub fn choose_tag<'a>(
     tags: impl IntoIterator<Item = &'a str>,
     range: &VersionRange,
     filter: Option<&regex::Regex>,
+    mapping: TagMapping,
 ) -> Option<(&'a str, Version)> {
     tags.into_iter()
         .filter(|t| filter.is_none_or(|f| f.is_match(t)))
-        .filter_map(|t| parse_tag(t).map(|v| (t, v)))
+        .filter_map(|t| parse_tag(t, mapping).map(|v| (t, v)))
         .filter(|(_, v)| range.matches(v))
         .max_by(|(ta, a), (tb, b)| {
             cmp_precedence(a, b)
@@ -289,7 +341,7 @@ mod tests {
     fn pick<'a>(tags: &[&'a str], range: &str, filter: Option<&str>) -> Option<&'a str> {
         let r = VersionRange::parse(range).unwrap();
         let f = filter.map(|f| regex::Regex::new(f).unwrap());
-        choose_tag(tags.iter().copied(), &r, f.as_ref()).map(|(t, _)| t)
+        choose_tag(tags.iter().copied(), &r, f.as_ref(), TagMapping::Plain).map(|(t, _)| t)
     }
 
     const TAGS: &[&str] = &[
@@ -346,22 +398,75 @@ mod tests {
     }
 
     #[test]
-    fn helm_style_tags_read_underscore_as_plus() {
-        let v = parse_tag("1.2.3_build.5").unwrap();
+    fn underscore_is_plus_only_for_helm_chart_tags() {
+        let v = parse_tag("1.2.3_build.5", TagMapping::HelmChart).unwrap();
         assert_eq!(v.build.as_str(), "build.5");
-        assert_eq!(
-            pick(&["1.2.3_build.5", "1.2.2"], "1.2.x", None),
-            Some("1.2.3_build.5")
-        );
+        assert_eq!(parse_tag("1.2.3_build.5", TagMapping::Plain), None);
+        let tags = ["1.5.0_build1", "1.4.0"];
+        let r = VersionRange::parse(">=1.0.0").unwrap();
+        let helm = choose_tag(tags, &r, None, TagMapping::HelmChart).map(|(t, _)| t);
+        assert_eq!(helm, Some("1.5.0_build1"), "the tag is returned as listed");
+        let plain = choose_tag(tags, &r, None, TagMapping::Plain).map(|(t, _)| t);
+        assert_eq!(plain, Some("1.4.0"), "1.5.0_build1 is no candidate");
     }
 
-    #[test]
-    fn lenient_tag_parsing() {
-        assert_eq!(parse_tag("v1.2"), Some(Version::new(1, 2, 0)));
-        assert_eq!(parse_tag("3"), Some(Version::new(3, 0, 0)));
-        assert_eq!(parse_tag("latest"), None);
-        assert_eq!(parse_tag("1.2.3.4"), None);
-        assert_eq!(parse_tag("sha256-abc.sig"), None);
+    #[rstest]
+    #[case(None, TagMapping::Plain)]
+    #[case(
+        Some("application/vnd.cncf.flux.content.v1.tar+gzip"),
+        TagMapping::Plain
+    )]
+    #[case(Some(HELM_CHART_LAYER), TagMapping::HelmChart)]
+    fn helm_mapping_follows_the_layer_media_type(
+        #[case] media_type: Option<&str>,
+        #[case] want: TagMapping,
+    ) {
+        assert_eq!(TagMapping::for_layer_media_type(media_type), want);
+    }
+
+    #[rstest]
+    #[case("1.2.3", Some((1, 2, 3, "", "")))]
+    #[case("v1.2.3", Some((1, 2, 3, "", "")))]
+    #[case("1.2.3-rc.1", Some((1, 2, 3, "rc.1", "")))]
+    #[case("1.2.3+build.7", Some((1, 2, 3, "", "build.7")))]
+    #[case("2025.01.02", Some((2025, 1, 2, "", "")))]
+    #[case("1.2-rc.1", Some((1, 2, 0, "rc.1", "")))]
+    #[case("1", None)]
+    #[case("1.2", None)]
+    #[case("v1.2", None)]
+    #[case("V1.2.3", None)]
+    #[case("latest", None)]
+    #[case("1.2.3.4", None)]
+    #[case("1.2.3-", None)]
+    #[case("1.2.3-01", None)]
+    #[case("1.2.3+", None)]
+    #[case("1.2.3_x", None)]
+    #[case("sha256-abc.sig.x", None)]
+    fn a_tag_is_a_version_only_with_three_parts(
+        #[case] tag: &str,
+        #[case] want: Option<(u64, u64, u64, &str, &str)>,
+    ) {
+        let got = parse_tag(tag, TagMapping::Plain).map(|v| {
+            (
+                v.major,
+                v.minor,
+                v.patch,
+                v.pre.to_string(),
+                v.build.to_string(),
+            )
+        });
+        let want = want.map(|(a, b, c, p, m)| (a, b, c, p.to_string(), m.to_string()));
+        assert_eq!(got, want, "{tag}");
+    }
+
+    #[rstest]
+    #[case("=<1.2.0", Some("1.2.0"))]
+    #[case("=>1.2.1", Some("1.3.0"))]
+    #[case("~>1.2", Some("1.2.5"))]
+    #[case("=> 1.2.1 =< 1.2.5", Some("1.2.5"))]
+    fn masterminds_operator_spellings(#[case] range: &str, #[case] want: Option<&str>) {
+        let tags = ["1.1.0", "1.2.0", "1.2.5", "1.3.0"];
+        assert_eq!(pick(&tags, range, None), want, "{range}");
     }
 
     #[rstest]

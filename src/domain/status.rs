@@ -7,124 +7,10 @@
 
 use chrono::{DateTime, Utc};
 
-/// Reasons this module writes itself; the full list is `api::conditions::reason`.
-pub mod reason {
-    /// The reconcile or step succeeded.
-    pub const SUCCEEDED: &str = "Succeeded";
-    /// Work in progress.
-    pub const PROGRESSING: &str = "Progressing";
-    /// Failed, will be retried with backoff.
-    pub const PROGRESSING_WITH_RETRY: &str = "ProgressingWithRetry";
-    /// Upstream moved to a revision that is not stored yet.
-    pub const NEW_REVISION: &str = "NewRevision";
-    /// Event reason for a newly stored artifact digest.
-    pub const NEW_ARTIFACT: &str = "NewArtifact";
-    /// ExternalArtifact `Ready` reason when the source failed to fetch.
-    pub const FETCH_FAILED: &str = "FetchFailed";
-    /// ExternalArtifact `Ready` reason when the source failed to store.
-    pub const STORAGE_OPERATION_FAILED: &str = "StorageOperationFailed";
-    /// ExternalArtifact `Ready` reason when verification failed.
-    pub const VERIFICATION_FAILED: &str = "VerificationFailed";
-}
+#[path = "status_conditions.rs"]
+mod conditions;
 
-/// The condition types ocisource owns, in the order they are written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum ConditionType {
-    /// Summary.
-    Ready,
-    /// In progress or retrying.
-    Reconciling,
-    /// Cannot progress until the spec changes.
-    Stalled,
-    /// Resolving or pulling failed (negative polarity: True means failed).
-    FetchFailed,
-    /// Storing failed (negative polarity).
-    StorageOperationFailed,
-    /// The stored artifact is behind upstream (negative polarity).
-    ArtifactOutdated,
-    /// An artifact is stored.
-    ArtifactInStorage,
-    /// Signature verification result.
-    SourceVerified,
-}
-
-impl ConditionType {
-    const ALL: [ConditionType; 8] = [
-        Self::Ready,
-        Self::Reconciling,
-        Self::Stalled,
-        Self::FetchFailed,
-        Self::StorageOperationFailed,
-        Self::ArtifactOutdated,
-        Self::ArtifactInStorage,
-        Self::SourceVerified,
-    ];
-
-    /// The wire name.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Ready => "Ready",
-            Self::Reconciling => "Reconciling",
-            Self::Stalled => "Stalled",
-            Self::FetchFailed => "FetchFailed",
-            Self::StorageOperationFailed => "StorageOperationFailed",
-            Self::ArtifactOutdated => "ArtifactOutdated",
-            Self::ArtifactInStorage => "ArtifactInStorage",
-            Self::SourceVerified => "SourceVerified",
-        }
-    }
-
-    /// Parses a wire name; `None` for types ocisource does not own.
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == name)
-    }
-}
-
-/// `True`, `False` or `Unknown`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ConditionStatus {
-    /// `True`.
-    True,
-    /// `False`.
-    False,
-    /// `Unknown`.
-    Unknown,
-}
-
-impl ConditionStatus {
-    /// The wire spelling.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::True => "True",
-            Self::False => "False",
-            Self::Unknown => "Unknown",
-        }
-    }
-
-    /// Parses the wire spelling.
-    pub fn parse(s: &str) -> Option<Self> {
-        [Self::True, Self::False, Self::Unknown]
-            .into_iter()
-            .find(|v| v.as_str() == s)
-    }
-}
-
-/// One condition, as the domain sees it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Condition {
-    /// Type.
-    pub type_: ConditionType,
-    /// Status.
-    pub status: ConditionStatus,
-    /// CamelCase reason.
-    pub reason: String,
-    /// Human-readable message.
-    pub message: String,
-    /// `metadata.generation` this condition was computed for.
-    pub observed_generation: i64,
-    /// When `status` last changed.
-    pub last_transition_time: DateTime<Utc>,
-}
+pub use conditions::{reason, Condition, ConditionStatus, ConditionType};
 
 /// Which step failed, hence which condition records the failure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,6 +45,9 @@ pub struct Failure {
     pub disposition: Disposition,
     /// The upstream revision, when it was resolved before the failure.
     pub new_revision: Option<String>,
+    /// The signature outcome, when the verification step ran and passed before a later
+    /// step failed (`None`: not reached). Flux keeps `SourceVerified=True` then.
+    pub verification: Option<Verification>,
 }
 
 /// The signature outcome of a successful reconcile.
@@ -173,6 +62,16 @@ pub enum Verification {
     },
 }
 
+/// Where the artifact's content came from, from its manifest annotations
+/// (`org.opencontainers.image.source` and `.revision`), as Flux adds it to events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Origin {
+    /// Source repository, e.g. a Git URL.
+    pub source: String,
+    /// Source revision, e.g. `main@sha1:…`.
+    pub revision: String,
+}
+
 /// The result of one reconcile.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -184,6 +83,8 @@ pub enum Outcome {
         digest: String,
         /// Signature outcome.
         verification: Verification,
+        /// Origin annotations, when the manifest has both.
+        origin: Option<Origin>,
     },
     /// The reconcile failed.
     Failed(Failure),
@@ -200,6 +101,8 @@ pub struct Input<'a> {
     pub previous_revision: Option<&'a str>,
     /// Current `metadata.generation`.
     pub generation: i64,
+    /// `spec.url`, named in success events.
+    pub url: &'a str,
     /// The time of this reconcile.
     pub now: DateTime<Utc>,
     /// What happened.
@@ -236,9 +139,24 @@ pub struct Decision {
     pub events: Vec<Event>,
 }
 
-/// The Ready message on success, as Flux writes it.
+/// The Ready and ArtifactInStorage message on success, as Flux writes it (sic: it says
+/// "digest" and prints the revision).
 pub fn stored_message(revision: &str) -> String {
-    format!("stored artifact for revision '{revision}'")
+    format!("stored artifact for digest '{revision}'")
+}
+
+/// The message of a `NewArtifact` (or recovery `Succeeded`) event, as Flux's `notify`
+/// writes it: `stored artifact with revision '<rev>' from '<url>'`, plus the origin
+/// source and revision when the manifest carries both.
+pub fn stored_event_message(revision: &str, url: &str, origin: Option<&Origin>) -> String {
+    let message = format!("stored artifact with revision '{revision}' from '{url}'");
+    match origin {
+        Some(o) => format!(
+            "{message}, origin source '{}', origin revision '{}'",
+            o.source, o.revision
+        ),
+        None => message,
+    }
 }
 
 /// Folds an outcome into conditions and events (see [`Decision`]).
@@ -261,6 +179,7 @@ pub fn fold(input: Input<'_>) -> Decision {
             revision,
             digest,
             verification,
+            origin,
         } => {
             let message = stored_message(revision);
             next.set(
@@ -284,6 +203,7 @@ pub fn fold(input: Input<'_>) -> Decision {
                 );
             }
             let was_failing = previous_ready.is_some_and(|r| r.status != ConditionStatus::True);
+            let message = stored_event_message(revision, input.url, origin.as_ref());
             if input.previous_digest != Some(digest.as_str()) {
                 events.push(Event {
                     type_: EventType::Normal,
@@ -340,8 +260,13 @@ pub fn fold(input: Input<'_>) -> Decision {
                     message,
                 ),
             }
+            // Flux marks ArtifactOutdated only when an artifact is already stored.
             match &failure.new_revision {
-                Some(rev) if input.previous_revision != Some(rev.as_str()) => {
+                Some(rev)
+                    if input
+                        .previous_revision
+                        .is_some_and(|previous| previous != rev.as_str()) =>
+                {
                     let text = format!("new revision '{rev}'");
                     next.set(
                         ConditionType::ArtifactOutdated,
@@ -354,8 +279,17 @@ pub fn fold(input: Input<'_>) -> Decision {
                 None => next.keep(ConditionType::ArtifactOutdated),
             }
             next.keep(ConditionType::ArtifactInStorage);
-            if failure.step != FailedStep::Verify {
-                next.keep(ConditionType::SourceVerified);
+            match (&failure.verification, failure.step) {
+                (_, FailedStep::Verify) | (Some(Verification::NotConfigured), _) => {}
+                (Some(Verification::Verified { message }), _) => next.set(
+                    ConditionType::SourceVerified,
+                    ConditionStatus::True,
+                    reason::SUCCEEDED,
+                    message,
+                ),
+                // Not reached: an earlier success stays, an earlier failure is dropped to
+                // be computed again (Flux deletes a False SourceVerified up front).
+                (None, _) => next.keep_if(ConditionType::SourceVerified, ConditionStatus::True),
             }
             let repeated = previous_ready.is_some_and(|r| {
                 r.status == ConditionStatus::False && r.reason == reason && r.message == message
@@ -434,6 +368,13 @@ impl Builder<'_> {
                 observed_generation: self.input.generation,
                 ..prev
             });
+        }
+    }
+
+    /// [`Builder::keep`], only when the previous condition has `status`.
+    fn keep_if(&mut self, type_: ConditionType, status: ConditionStatus) {
+        if self.previous(type_).is_some_and(|c| c.status == status) {
+            self.keep(type_);
         }
     }
 }

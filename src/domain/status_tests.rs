@@ -66,6 +66,7 @@ fn stored(verification: Verification) -> Outcome {
         revision: REV.into(),
         digest: DIGEST.into(),
         verification,
+        origin: None,
     }
 }
 
@@ -76,6 +77,7 @@ fn failed(step: FailedStep, disposition: Disposition, reason: &str) -> Outcome {
         message: "failed to do it".into(),
         disposition,
         new_revision: None,
+        verification: None,
     })
 }
 
@@ -85,6 +87,7 @@ fn run(previous: &[Condition], previous_digest: Option<&str>, outcome: &Outcome)
         previous_digest,
         previous_revision: previous_digest.map(|_| REV),
         generation: 2,
+        url: "oci://r.io/app",
         now: t(30),
         outcome,
     })
@@ -105,8 +108,8 @@ fn first_success_is_ready_with_flux_message_and_new_artifact_event() {
     let ready = get(&d, Ready).unwrap();
     assert_eq!((ready.status, ready.reason.as_str()), (True, "Succeeded"));
     assert_eq!(
-        ready.message,
-        "stored artifact for revision 'v1@sha256:aaaa'"
+        ready.message, "stored artifact for digest 'v1@sha256:aaaa'",
+        "Flux's wording, revision printed"
     );
     assert_eq!(ready.last_transition_time, t(30));
     assert!(d.conditions.iter().all(|c| c.observed_generation == 2));
@@ -114,6 +117,29 @@ fn first_success_is_ready_with_flux_message_and_new_artifact_event() {
     assert_eq!(
         (d.events[0].type_, d.events[0].reason.as_str()),
         (EventType::Normal, "NewArtifact")
+    );
+    assert_eq!(
+        d.events[0].message, "stored artifact with revision 'v1@sha256:aaaa' from 'oci://r.io/app'",
+        "Flux's notify wording"
+    );
+}
+
+#[test]
+fn new_artifact_event_names_the_origin_when_the_manifest_has_it() {
+    let outcome = Outcome::Stored {
+        revision: REV.into(),
+        digest: DIGEST.into(),
+        verification: Verification::NotConfigured,
+        origin: Some(Origin {
+            source: "https://github.com/org/repo".into(),
+            revision: "main@sha1:abc".into(),
+        }),
+    };
+    let d = run(&[], None, &outcome);
+    assert_eq!(
+        d.events[0].message,
+        "stored artifact with revision 'v1@sha256:aaaa' from 'oci://r.io/app', \
+         origin source 'https://github.com/org/repo', origin revision 'main@sha1:abc'"
     );
 }
 
@@ -244,6 +270,7 @@ fn repeated_failure_keeps_times_and_does_not_repeat_the_warning() {
         message: "failed to log in".into(),
         disposition: Disposition::Retry,
         new_revision: None,
+        verification: None,
     });
     let d = run(&previous, Some(DIGEST), &outcome);
     assert_eq!(get(&d, Ready).unwrap().last_transition_time, t(1));
@@ -280,6 +307,7 @@ fn failure_marks_artifact_outdated_only_for_a_new_revision(
         message: "failed to write".into(),
         disposition: Disposition::Retry,
         new_revision: rev.map(String::from),
+        verification: None,
     });
     let d = run(&ready_state(), Some(DIGEST), &outcome);
     let c = get(&d, ArtifactOutdated);
@@ -373,4 +401,78 @@ fn condition_type_names_round_trip() {
         assert_eq!(ConditionType::parse(t.as_str()), Some(t));
     }
     assert_eq!(ConditionType::parse("Healthy"), None);
+}
+
+#[test]
+fn no_artifact_outdated_before_any_artifact_exists() {
+    // Flux: `if obj.GetArtifact() != nil { MarkTrue(ArtifactOutdated) }`.
+    let outcome = Outcome::Failed(Failure {
+        step: FailedStep::Storage,
+        reason: "ArchiveOperationFailed".into(),
+        message: "failed to write".into(),
+        disposition: Disposition::Retry,
+        new_revision: Some("v2@sha256:bbbb".into()),
+        verification: None,
+    });
+    let d = run(&[], None, &outcome);
+    assert!(get(&d, ArtifactOutdated).is_none(), "{:?}", types(&d));
+}
+
+fn storage_failure_after(verification: Option<Verification>) -> Outcome {
+    Outcome::Failed(Failure {
+        step: FailedStep::Storage,
+        reason: "ArchiveOperationFailed".into(),
+        message: "failed to write".into(),
+        disposition: Disposition::Retry,
+        new_revision: Some("v2@sha256:bbbb".into()),
+        verification,
+    })
+}
+
+#[test]
+fn source_verified_stays_true_when_a_later_step_fails() {
+    let verified = Verification::Verified {
+        message: "verified signature of revision 'v2@sha256:bbbb'".into(),
+    };
+    // First reconcile ever: verification passed, storing failed.
+    let d = run(&[], None, &storage_failure_after(Some(verified.clone())));
+    let v = get(&d, SourceVerified).expect("SourceVerified kept");
+    assert_eq!(
+        (v.status, v.reason.as_str(), v.message.as_str()),
+        (
+            True,
+            "Succeeded",
+            "verified signature of revision 'v2@sha256:bbbb'"
+        )
+    );
+    // A previous failed verification is replaced by this one's success.
+    let mut previous = ready_state();
+    previous.push(cond(SourceVerified, False, "VerificationError", "bad", 3));
+    let d = run(
+        &previous,
+        Some(DIGEST),
+        &storage_failure_after(Some(verified)),
+    );
+    let v = get(&d, SourceVerified).unwrap();
+    assert_eq!((v.status, v.last_transition_time), (True, t(30)));
+    assert_eq!(get(&d, Ready).unwrap().status, False);
+}
+
+#[rstest]
+#[case::earlier_success_kept_when_not_reached(True, None, Some(True))]
+#[case::earlier_failure_dropped_when_not_reached(False, None, None)]
+#[case::removed_when_verify_is_unset(True, Some(Verification::NotConfigured), None)]
+fn source_verified_on_a_failure_outside_verification(
+    #[case] before: ConditionStatus,
+    #[case] verification: Option<Verification>,
+    #[case] after: Option<ConditionStatus>,
+) {
+    let mut previous = ready_state();
+    previous.push(cond(SourceVerified, before, "x", "earlier", 3));
+    let d = run(
+        &previous,
+        Some(DIGEST),
+        &storage_failure_after(verification),
+    );
+    assert_eq!(get(&d, SourceVerified).map(|c| c.status), after);
 }

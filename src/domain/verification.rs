@@ -1,7 +1,9 @@
 //! Verification policy as pure types: what Flux's `spec.verify` asks for, checked once.
 //! `provider: cosign` with a `secretRef` of `*.pub` keys becomes [`VerifyPolicy::Keys`];
 //! without keys it becomes [`VerifyPolicy::Keyless`], which needs at least one
-//! `matchOIDCIdentity` entry (regexes anchored like Flux: the whole value must match).
+//! `matchOIDCIdentity` entry. Its regexes are searched for, not anchored, exactly as
+//! cosign and Flux apply them (Go's `MatchString`): `github.com/org` matches any subject
+//! containing it; write `^...$` to require the whole value.
 //! No I/O and no sigstore, kube or tokio import here: the `verify` adapter turns the PEM
 //! bytes and the trusted root JSON into crypto objects.
 
@@ -38,7 +40,8 @@ pub struct TrustedKey {
     pub pem: Vec<u8>,
 }
 
-/// One `matchOIDCIdentity` entry, compiled: both regexes must match in full.
+/// One `matchOIDCIdentity` entry, compiled: both regexes must match somewhere in the
+/// certificate's issuer and subject (unanchored, as in cosign and Flux).
 #[derive(Clone, Debug)]
 pub struct IdentityMatch {
     issuer: Regex,
@@ -48,17 +51,28 @@ pub struct IdentityMatch {
 }
 
 impl IdentityMatch {
-    /// Compiles an `{issuer, subject}` pair; each regex is anchored at both ends.
+    /// Compiles an `{issuer, subject}` pair, as written (no anchors added).
     pub fn new(issuer: &str, subject: &str) -> Result<Self, PolicyError> {
         Ok(Self {
-            issuer: anchored("issuer", issuer)?,
-            subject: anchored("subject", subject)?,
+            issuer: Self::issuer(issuer)?,
+            subject: Self::subject(subject)?,
             issuer_source: issuer.to_string(),
             subject_source: subject.to_string(),
         })
     }
 
-    /// True when the certificate's OIDC issuer and SAN both match in full.
+    /// Compiles an issuer regex (the rule `api::validate` applies too).
+    pub fn issuer(pattern: &str) -> Result<Regex, PolicyError> {
+        compile("issuer", pattern)
+    }
+
+    /// Compiles a subject regex (the rule `api::validate` applies too).
+    pub fn subject(pattern: &str) -> Result<Regex, PolicyError> {
+        compile("subject", pattern)
+    }
+
+    /// True when the issuer regex is found in the certificate's OIDC issuer and the
+    /// subject regex in its SAN (a search, like Go's `MatchString`).
     pub fn matches(&self, issuer: &str, subject: &str) -> bool {
         self.issuer.is_match(issuer) && self.subject.is_match(subject)
     }
@@ -80,8 +94,8 @@ impl PartialEq for IdentityMatch {
     }
 }
 
-fn anchored(field: &'static str, pattern: &str) -> Result<Regex, PolicyError> {
-    Regex::new(&format!("^(?:{pattern})$")).map_err(|e| PolicyError::InvalidRegex {
+fn compile(field: &'static str, pattern: &str) -> Result<Regex, PolicyError> {
+    Regex::new(pattern).map_err(|e| PolicyError::InvalidRegex {
         field,
         pattern: pattern.to_string(),
         message: e.to_string(),
@@ -222,18 +236,59 @@ mod tests {
     #[case(
         "https://token\\.actions\\.githubusercontent\\.com",
         "https://token.actions.githubusercontent.com.evil",
+        true
+    )]
+    #[case(
+        "^https://token\\.actions\\.githubusercontent\\.com$",
+        "https://token.actions.githubusercontent.com.evil",
         false
     )]
     #[case(
         "https://accounts\\.google\\.com",
         "xhttps://accounts.google.com",
+        true
+    )]
+    #[case(
+        "^https://accounts\\.google\\.com",
+        "xhttps://accounts.google.com",
         false
     )]
     #[case(".*", "anything", true)]
-    #[case("a|b", "ab", false)]
-    fn issuer_regex_is_a_full_match(#[case] pattern: &str, #[case] issuer: &str, #[case] ok: bool) {
+    #[case("a|b", "ab", true)]
+    #[case("^(a|b)$", "ab", false)]
+    #[case("github", "https://gitlab.com", false)]
+    fn issuer_regex_is_searched_like_go_match_string(
+        #[case] pattern: &str,
+        #[case] issuer: &str,
+        #[case] ok: bool,
+    ) {
         let m = IdentityMatch::new(pattern, ".*").unwrap();
-        assert_eq!(m.matches(issuer, "subject"), ok);
+        assert_eq!(m.matches(issuer, "subject"), ok, "{pattern} vs {issuer}");
+    }
+
+    #[rstest]
+    #[case(
+        "stefanprodan/podinfo",
+        "https://github.com/stefanprodan/podinfo/.github/workflows/release.yml@refs/tags/6.5.0",
+        true
+    )]
+    #[case(
+        "^stefanprodan/podinfo",
+        "https://github.com/stefanprodan/podinfo/x",
+        false
+    )]
+    #[case(
+        "^https://github.com/stefanprodan/podinfo.*$",
+        "https://github.com/stefanprodan/podinfo/x",
+        true
+    )]
+    fn subject_regex_is_searched_too(
+        #[case] pattern: &str,
+        #[case] subject: &str,
+        #[case] ok: bool,
+    ) {
+        let m = IdentityMatch::new(".*", pattern).unwrap();
+        assert_eq!(m.matches("issuer", subject), ok, "{pattern} vs {subject}");
     }
 
     #[test]
@@ -314,7 +369,11 @@ mod tests {
         };
         assert_eq!(identities.len(), 2);
         assert!(identities[1].matches("b", "y"));
-        assert!(!identities[1].matches("b", "yy"));
+        assert!(
+            identities[1].matches("b", "yy"),
+            "unanchored: 'y' is found in 'yy'"
+        );
+        assert!(!identities[0].matches("https://a", "xx"));
         assert_eq!(trusted_root_json.as_deref(), Some(&b"{}"[..]));
     }
 }

@@ -5,6 +5,7 @@ use crate::archive::ArchiveError;
 use crate::domain::ignore::IgnoreError;
 use crate::domain::layers::LayerError;
 use crate::domain::manifest::ManifestError;
+use crate::domain::reference::RefError;
 use crate::ports::{RegistryError, RegistryErrorKind};
 use crate::storage::StorageError;
 
@@ -22,8 +23,27 @@ pub enum PipelineError {
         #[source]
         source: RegistryError,
     },
-    /// No tag satisfies the semver range.
-    #[error("no tag in {url} matches semver range '{range}'{filter} ({tags} tags listed)")]
+    /// Listing the tags for a semver ref failed (Flux: `ReadOperationFailed`).
+    #[error("failed to determine the artifact tag for '{url}': failed to list tags")]
+    ListTags {
+        /// Repository URL.
+        url: String,
+        /// Cause.
+        #[source]
+        source: RegistryError,
+    },
+    /// The semver range or filter does not compile (found after listing the tags, as in
+    /// Flux: retried, not stalled).
+    #[error("failed to determine the artifact tag for '{url}'")]
+    Semver {
+        /// Repository URL.
+        url: String,
+        /// What is wrong with the range or filter.
+        #[source]
+        source: RefError,
+    },
+    /// No tag satisfies the semver range (Flux: `ReadOperationFailed`).
+    #[error("failed to determine the artifact tag for '{url}': no tag matches semver range '{range}'{filter} ({tags} tags listed)")]
     NoMatchingTag {
         /// Repository URL.
         url: String,
@@ -109,6 +129,8 @@ pub enum PipelineErrorKind {
     Storage,
     /// The request itself is invalid (ignore rules): nothing helps until it changes.
     Spec,
+    /// The ref could not be read into a tag (Flux's `ReadOperationFailed`); retried.
+    Read,
 }
 
 impl PipelineError {
@@ -146,7 +168,9 @@ impl PipelineError {
                 from_registry(source)
             }
             Self::Blob { source, .. } => from_registry(source),
-            Self::NoMatchingTag { .. } => PipelineErrorKind::Pull,
+            Self::ListTags { .. } | Self::NoMatchingTag { .. } | Self::Semver { .. } => {
+                PipelineErrorKind::Read
+            }
             Self::Archive { source, .. } if source.is_output_failure() => {
                 PipelineErrorKind::Storage
             }

@@ -1,5 +1,6 @@
 //! Step 1: a ref becomes a manifest digest. A tag costs one HEAD; a semver range lists the
-//! tags (all pages) then HEADs the winner; a digest costs nothing.
+//! tags (all pages), compiles the range and filter (as Flux does, so a bad range is a read
+//! failure found after listing), then HEADs the winner; a digest costs nothing.
 
 use crate::domain::digest::Digest;
 use crate::domain::reference::{revision, RefSpec, RepositoryUrl};
@@ -34,26 +35,30 @@ pub async fn resolve(
             });
         }
         RefSpec::Tag(t) => t.clone(),
-        RefSpec::Semver {
-            range,
-            range_text,
-            filter,
-        } => {
+        RefSpec::Semver(semver) => {
             let tags = registry
                 .tags()
                 .await
-                .map_err(|source| PipelineError::Resolve {
+                .map_err(|source| PipelineError::ListTags {
                     url: url.to_string(),
-                    reference: range_text.clone(),
                     source,
                 })?;
-            let chosen = choose_tag(tags.iter().map(String::as_str), range, filter.as_ref());
+            let (range, filter) = semver.compile().map_err(|source| PipelineError::Semver {
+                url: url.to_string(),
+                source,
+            })?;
+            let chosen = choose_tag(
+                tags.iter().map(String::as_str),
+                &range,
+                filter.as_ref(),
+                semver.mapping,
+            );
             match chosen {
                 Some((t, _)) => t.to_string(),
                 None => {
                     return Err(PipelineError::NoMatchingTag {
                         url: url.to_string(),
-                        range: range_text.clone(),
+                        range: semver.range.clone(),
                         filter: filter
                             .as_ref()
                             .map(|f| format!(" with filter '{f}'"))

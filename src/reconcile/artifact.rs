@@ -12,6 +12,7 @@ use crate::api::ocirepository::LayerOperation as ApiOperation;
 use crate::api::{Artifact, OciRepository, OciRepositoryStatus};
 use crate::domain::layers::{LayerOperation, LayerSelector};
 use crate::domain::manifest::Platform;
+use crate::domain::status::Origin;
 use crate::pipeline::{self, StoreRequest};
 use crate::storage::Storage;
 
@@ -46,6 +47,44 @@ pub fn is_current(
         && previous.observed_layer_selector == obj.spec.layer_selector
         && previous.observed_platform == obj.spec.platform
         && ctx.storage.exists(&artifact.path)
+}
+
+/// The artifact's download URL on the advertised address: `http://<host>/<path>`.
+fn url_of(path: &str, ctx: &Context) -> String {
+    format!("http://{}/{path}", ctx.settings.advertised_addr)
+}
+
+/// The stored artifact with its URL on the current advertised address (Flux refreshes
+/// the host on every reconcile, so a changed `--storage-adv-addr` reaches consumers).
+pub fn with_current_host(artifact: &Artifact, ctx: &Context) -> Artifact {
+    Artifact {
+        url: url_of(&artifact.path, ctx),
+        ..artifact.clone()
+    }
+}
+
+/// `status.url` as Flux sets it: the object's `latest.tar.gz` link to its current
+/// artifact. Best effort, as in Flux: when the link cannot be made, `None` (the previous
+/// `status.url` stays) and a warning.
+pub fn latest_url(artifact: &Artifact, ctx: &Context) -> Option<String> {
+    match ctx.storage.link_latest(&artifact.path) {
+        Ok(link) => Some(url_of(&link, ctx)),
+        Err(e) => {
+            tracing::warn!(artifact = %artifact.path, error = %super::error::chain(&e), "failed to update the latest.tar.gz link of status.url");
+            None
+        }
+    }
+}
+
+/// The origin annotations Flux names in its events (`org.opencontainers.image.source`
+/// and `.revision`), when the artifact's metadata has both.
+pub fn origin(artifact: &Artifact) -> Option<Origin> {
+    let metadata = artifact.metadata.as_ref()?;
+    let get = |key: &str| metadata.get(key).filter(|v| !v.is_empty()).cloned();
+    Some(Origin {
+        source: get("org.opencontainers.image.source")?,
+        revision: get("org.opencontainers.image.revision")?,
+    })
 }
 
 /// Pulls and stores a new artifact.
@@ -111,7 +150,7 @@ pub async fn store(
         tracing::warn!(object = %format!("{namespace}/{name}"), error = %e, "artifact garbage collection failed");
     }
     Ok(Artifact {
-        url: format!("http://{}/{}", ctx.settings.advertised_addr, stored.path),
+        url: url_of(&stored.path, ctx),
         path: stored.path,
         revision: source.resolved.revision.clone(),
         digest: stored.digest.to_string(),

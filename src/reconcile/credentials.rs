@@ -49,22 +49,26 @@ fn docker_credentials(
     field: &'static str,
     host: &str,
 ) -> Result<Option<Credentials>, ReconcileError> {
-    let json = DOCKER_CONFIG_KEYS
-        .iter()
-        .find_map(|k| value(data, k))
-        .ok_or_else(|| ReconcileError::SecretContent {
-            field,
-            secret: secret.to_string(),
-            problem:
-                "no '.dockerconfigjson' key: create it with 'kubectl create secret docker-registry'"
-                    .into(),
-        })?;
     let bad = |e: &dyn std::fmt::Display| ReconcileError::SecretContent {
         field,
         secret: secret.to_string(),
         problem: e.to_string(),
     };
-    let config = DockerConfig::parse(json).map_err(|e| bad(&e))?;
+    let config = match DOCKER_CONFIG_KEYS.iter().find_map(|k| value(data, k)) {
+        Some(json) => DockerConfig::parse(json),
+        // A legacy `kubernetes.io/dockercfg` Secret, which Flux accepts too.
+        None => match value(data, ".dockercfg") {
+            Some(json) => DockerConfig::parse_legacy(json),
+            None => return Err(ReconcileError::SecretContent {
+                field,
+                secret: secret.to_string(),
+                problem:
+                    "no '.dockerconfigjson' (or legacy '.dockercfg') key: create it with 'kubectl create secret docker-registry'"
+                        .into(),
+            }),
+        },
+    };
+    let config = config.map_err(|e| bad(&e))?;
     let stored = config.credentials_for(host).map_err(|e| bad(&e))?;
     let Some(helper) = config.helper_for(host) else {
         return Ok(stored);

@@ -91,6 +91,7 @@ impl ReconcileError {
                 }
                 PipelineErrorKind::Storage => (Storage, reason::STORAGE_OPERATION_FAILED, Retry),
                 PipelineErrorKind::Spec => (Fetch, reason::INVALID_SPEC, Stalled),
+                PipelineErrorKind::Read => (Fetch, reason::READ_OPERATION_FAILED, Retry),
             },
             Self::VerifyPolicy(_) => (Verify, reason::VERIFICATION_ERROR, Stalled),
             Self::Verify(VerifyError::Spec(_)) => (Verify, reason::VERIFICATION_ERROR, Stalled),
@@ -119,6 +120,7 @@ impl ReconcileError {
             message: chain(self),
             disposition,
             new_revision,
+            verification: None,
         }
     }
 }

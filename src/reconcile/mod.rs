@@ -21,7 +21,7 @@ use crate::api::conditions::{all_to_k8s, from_k8s};
 use crate::api::ocirepository::RECONCILE_REQUESTED_AT;
 use crate::api::{Artifact, OciRepository, OciRepositoryStatus};
 use crate::domain::requeue;
-use crate::domain::status::{self, Disposition, Event, Outcome, Verification};
+use crate::domain::status::{self, Disposition, Event, Failure, Outcome, Verification};
 
 pub use context::{Context, Settings};
 pub use error::ReconcileError;
@@ -66,6 +66,25 @@ struct Success {
     pulled: bool,
 }
 
+/// A failed step, with what was learnt before it failed.
+struct StepFailure {
+    error: ReconcileError,
+    /// The upstream revision, when resolved.
+    revision: Option<String>,
+    /// The verification outcome, when that step ran and passed.
+    verification: Option<Verification>,
+}
+
+impl StepFailure {
+    fn new(error: impl Into<ReconcileError>) -> Self {
+        Self {
+            error: error.into(),
+            revision: None,
+            verification: None,
+        }
+    }
+}
+
 fn jitter_seed(key: &str, now: DateTime<Utc>) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     key.hash(&mut h);
@@ -80,14 +99,17 @@ async fn steps(
     previous: &OciRepositoryStatus,
     ctx: &Context,
     now: DateTime<Utc>,
-) -> Result<Success, (ReconcileError, Option<String>)> {
+) -> Result<Success, StepFailure> {
     let src = source::resolve(obj, namespace, ctx)
         .await
-        .map_err(|e| (e, None))?;
+        .map_err(StepFailure::new)?;
     let revision = Some(src.resolved.revision.clone());
     let verdict = source::verify(&src, obj, previous, ctx)
         .await
-        .map_err(|e| (e, revision.clone()))?;
+        .map_err(|e| StepFailure {
+            revision: revision.clone(),
+            ..StepFailure::new(e)
+        })?;
     let verification = match verdict {
         Some(message) => Verification::Verified { message },
         None => Verification::NotConfigured,
@@ -95,7 +117,7 @@ async fn steps(
     if artifact::is_current(obj, previous, &src, ctx) {
         if let Some(a) = &previous.artifact {
             return Ok(Success {
-                artifact: a.clone(),
+                artifact: artifact::with_current_host(a, ctx),
                 verification,
                 pulled: false,
             });
@@ -103,12 +125,25 @@ async fn steps(
     }
     let artifact = artifact::store(obj, namespace, name, &src, ctx, now)
         .await
-        .map_err(|e| (e, revision))?;
+        .map_err(|e| StepFailure {
+            error: e,
+            revision,
+            verification: Some(verification.clone()),
+        })?;
     Ok(Success {
         artifact,
         verification,
         pulled: true,
     })
+}
+
+/// `status.lastHandledReconcileAt` after this reconcile: the requested value, recorded
+/// even for a suspended object, as Flux does.
+fn handled_request(obj: &OciRepository, previous: &OciRepositoryStatus) -> Option<String> {
+    obj.annotations()
+        .get(RECONCILE_REQUESTED_AT)
+        .cloned()
+        .or_else(|| previous.last_handled_reconcile_at.clone())
 }
 
 /// Reconciles `obj` once at time `now`. Never fails: failures are folded into the status
@@ -125,8 +160,12 @@ pub async fn reconcile(obj: &OciRepository, ctx: &Context, now: DateTime<Utc>) -
         .unwrap_or(Duration::from_secs(600));
 
     if obj.spec.suspend {
+        let status = OciRepositoryStatus {
+            last_handled_reconcile_at: handled_request(obj, &previous),
+            ..previous
+        };
         return Report {
-            status: previous,
+            status,
             events: Vec::new(),
             requeue: Requeue::AwaitChange,
             error: None,
@@ -144,7 +183,7 @@ pub async fn reconcile(obj: &OciRepository, ctx: &Context, now: DateTime<Utc>) -
             .await
         {
             Ok(r) => r,
-            Err(_) => Err((ReconcileError::Timeout(timeout), None)),
+            Err(_) => Err(StepFailure::new(ReconcileError::Timeout(timeout))),
         };
 
     let (outcome, success, error) = match result {
@@ -153,11 +192,18 @@ pub async fn reconcile(obj: &OciRepository, ctx: &Context, now: DateTime<Utc>) -
                 revision: s.artifact.revision.clone(),
                 digest: s.artifact.digest.clone(),
                 verification: s.verification.clone(),
+                origin: artifact::origin(&s.artifact),
             },
             Some(s),
             None,
         ),
-        Err((e, new_revision)) => (Outcome::Failed(e.failure(new_revision)), None, Some(e)),
+        Err(f) => {
+            let failure = Failure {
+                verification: f.verification,
+                ..f.error.failure(f.revision)
+            };
+            (Outcome::Failed(failure), None, Some(f.error))
+        }
     };
     let previous_conditions = from_k8s(&previous.conditions);
     let decision = status::fold(status::Input {
@@ -165,6 +211,7 @@ pub async fn reconcile(obj: &OciRepository, ctx: &Context, now: DateTime<Utc>) -
         previous_digest: previous.artifact.as_ref().map(|a| a.digest.as_str()),
         previous_revision: previous.artifact.as_ref().map(|a| a.revision.as_str()),
         generation,
+        url: &obj.spec.url,
         now,
         outcome: &outcome,
     });
@@ -172,14 +219,12 @@ pub async fn reconcile(obj: &OciRepository, ctx: &Context, now: DateTime<Utc>) -
     let mut next = previous.clone();
     next.conditions = all_to_k8s(&decision.conditions);
     next.observed_generation = Some(generation);
-    next.last_handled_reconcile_at = obj
-        .annotations()
-        .get(RECONCILE_REQUESTED_AT)
-        .cloned()
-        .or(previous.last_handled_reconcile_at);
+    next.last_handled_reconcile_at = handled_request(obj, &previous);
     let pulled = success.as_ref().is_some_and(|s| s.pulled);
     if let Some(s) = success {
-        next.url = Some(s.artifact.url.clone());
+        if let Some(url) = artifact::latest_url(&s.artifact, ctx) {
+            next.url = Some(url);
+        }
         ctx.metrics
             .observe_artifact(&namespace, &name, s.artifact.size.unwrap_or(0));
         next.artifact = Some(s.artifact);

@@ -47,7 +47,12 @@ pub async fn resolve(
         r.semver_filter.as_deref(),
         r.digest.as_deref(),
     )
-    .map_err(|e| crate::api::validate::InvalidSpec::reference(e.to_string()))?;
+    .map_err(|e| crate::api::validate::InvalidSpec::reference(e.to_string()))?
+    .with_layer_media_type(
+        spec.layer_selector
+            .as_ref()
+            .and_then(|s| s.media_type.as_deref()),
+    );
     let options =
         credentials::registry_options(obj, namespace, &url.host, ctx.secrets.as_ref()).await?;
     let registry = ctx

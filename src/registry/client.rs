@@ -16,7 +16,7 @@ use reqwest::header::{HeaderValue, AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE}
 use super::auth::{parse_challenge, AuthState, Authorization, Challenge};
 use super::origin::{BoundCredential, Origin};
 use super::retry::{retryable_status, RetryPolicy};
-use super::transport::{chain, DEFAULT_TIMEOUT};
+use super::transport::DEFAULT_TIMEOUT;
 use crate::domain::digest::Digest;
 use crate::ports::{RegistryError, RegistryErrorKind, RegistryOptions};
 
@@ -40,6 +40,8 @@ pub struct ClientSettings {
     /// HTTP clients (connection pools, TLS configuration) shared by sessions with the same
     /// transport settings, so a reconcile reuses connections instead of opening new ones.
     pub http: super::transport::HttpCache,
+    /// Registry hosts found to speak plain HTTP only (see `insecure.rs`).
+    pub schemes: super::insecure::Schemes,
 }
 
 impl Default for ClientSettings {
@@ -54,6 +56,7 @@ impl Default for ClientSettings {
             max_tag_list_duration: limits.max_tag_list_duration,
             counter: Arc::new(AtomicU64::new(0)),
             http: super::transport::HttpCache::default(),
+            schemes: super::insecure::Schemes::default(),
         }
     }
 }
@@ -82,6 +85,11 @@ pub struct RegistryClient {
     pub(super) auth: Arc<AuthState>,
     pub(crate) settings: ClientSettings,
     pub(crate) small_timeout: Duration,
+    fallback: super::insecure::Fallback,
+    /// `http://<host>` when the plain-HTTP fallback is allowed (Flux's `insecure`, or a
+    /// local/private host): the registry's own origin over plain HTTP, the only other
+    /// place its credentials may go.
+    plain_origin: Option<Origin>,
 }
 
 impl std::fmt::Debug for RegistryClient {
@@ -147,17 +155,25 @@ impl RegistryClient {
                 format!("invalid repository name '{repository}'"),
             ));
         }
-        let scheme = if options.insecure { "http" } else { "https" };
-        let base = format!("{scheme}://{host}");
+        // Always HTTPS first; `insecure.rs` decides when plain HTTP may follow.
+        let base = format!("https://{host}");
         let registry_url = reqwest::Url::parse(&base).map_err(|_| {
             err(
                 RegistryErrorKind::Config,
                 format!("invalid registry host '{host}'"),
             )
         })?;
+        let fallback = super::insecure::Fallback::new(host, options, &settings.schemes);
+        let plain_origin = fallback
+            .allowed()
+            .then(|| reqwest::Url::parse(&format!("http://{host}")).ok())
+            .flatten()
+            .map(|u| Origin::of(&u));
         Ok(Self {
+            fallback: super::insecure::Fallback::new(host, options, &settings.schemes),
             http: settings.http.client(options)?,
             origin: Origin::of(&registry_url),
+            plain_origin,
             registry_url,
             base,
             repository: repository.to_string(),
@@ -177,9 +193,10 @@ impl RegistryClient {
         &self.base
     }
 
-    /// `scheme://host/v2/<repo>/<path>`.
+    /// `scheme://host/v2/<repo>/<path>`, with the scheme the host is known to speak.
     pub(crate) fn url(&self, path: &str) -> String {
-        format!("{}/v2/{}/{path}", self.base, self.repository)
+        let url = format!("{}/v2/{}/{path}", self.base, self.repository);
+        self.fallback.shown(&url).into_owned()
     }
 
     fn scope(&self, access: Access) -> String {
@@ -191,7 +208,7 @@ impl RegistryClient {
 
     /// True when `url` is on the registry's origin (scheme, host, port).
     pub(crate) fn is_registry_origin(&self, url: &reqwest::Url) -> bool {
-        self.origin.matches(url)
+        self.origin.matches(url) || self.plain_origin.as_ref().is_some_and(|o| o.matches(url))
     }
 
     /// Sends a request with authorisation, retries and status mapping: 401/403 →
@@ -219,7 +236,9 @@ impl RegistryClient {
                     Some(self.fetch_token(&realm, service.as_deref(), &scope).await?)
                 }
             };
-            let credential = header.map(|h| BoundCredential::new(h, self.origin.clone()));
+            let credential = header.map(|h| {
+                BoundCredential::new(h, self.origin.clone()).also_for(self.plain_origin.clone())
+            });
             let resp = self
                 .send_retrying(what, url, small, build, credential.as_ref())
                 .await?;
@@ -234,6 +253,7 @@ impl RegistryClient {
                     ),
                 ));
             }
+            let shown = self.fallback.shown(url);
             match status {
                 401 => {
                     let challenge = resp
@@ -245,7 +265,7 @@ impl RegistryClient {
                         Some(ch) if !challenged => {
                             challenged = true;
                             if ch == Challenge::Basic && self.auth.credentials().is_none() {
-                                return Err(unauthorized(what, url, "the registry requires a login and no credentials are configured"));
+                                return Err(unauthorized(what, &shown, "the registry requires a login and no credentials are configured"));
                             }
                             self.auth.drop_token(&scope);
                             self.auth.learn(&ch);
@@ -253,7 +273,7 @@ impl RegistryClient {
                         _ => {
                             return Err(unauthorized(
                                 what,
-                                url,
+                                &shown,
                                 "the registry answered 401 Unauthorized",
                             ))
                         }
@@ -262,14 +282,14 @@ impl RegistryClient {
                 403 => {
                     return Err(unauthorized(
                         what,
-                        url,
+                        &shown,
                         "the registry answered 403 Forbidden",
                     ))
                 }
                 404 => {
                     return Err(err(
                         RegistryErrorKind::NotFound,
-                        format!("failed to {what} {url}: not found (404)"),
+                        format!("failed to {what} {shown}: not found (404)"),
                     ))
                 }
                 _ => return Ok(resp),
@@ -290,45 +310,46 @@ impl RegistryClient {
         let policy = &self.settings.retry;
         let attempts = policy.attempts.max(1);
         let mut attempt = 1;
-        loop {
+        let make = || -> Result<reqwest::RequestBuilder, RegistryError> {
             let mut rb = build(&self.http)?;
             if small {
                 rb = rb.timeout(self.small_timeout);
             }
-            let mut request = rb.build().map_err(|e| {
-                err(
-                    RegistryErrorKind::Protocol,
-                    format!("failed to {what} {url}: {}", chain(&e)),
-                )
-            })?;
             // The one place credentials are attached: only for their own origin.
-            if let Some(a) = credential.and_then(|c| c.header_for(request.url())) {
-                let mut v = HeaderValue::from_str(a.expose())
-                    .map_err(|_| err(RegistryErrorKind::Config, "failed to build the Authorization header: invalid characters in the credentials"))?;
-                v.set_sensitive(true);
-                request.headers_mut().insert(AUTHORIZATION, v);
+            if let Some(c) = credential {
+                let target = reqwest::Url::parse(url).map_err(|_| {
+                    err(RegistryErrorKind::Protocol, format!("failed to {what}: invalid URL {url}"))
+                })?;
+                if let Some(a) = c.header_for(&target) {
+                    let mut v = HeaderValue::from_str(a.expose())
+                        .map_err(|_| err(RegistryErrorKind::Config, "failed to build the Authorization header: invalid characters in the credentials"))?;
+                    v.set_sensitive(true);
+                    rb = rb.header(AUTHORIZATION, v);
+                }
             }
-            self.settings.counter.fetch_add(1, Ordering::Relaxed);
-            let delay = match self.http.execute(request).await {
-                Err(e) if e.is_redirect() => {
+            Ok(rb)
+        };
+        loop {
+            let delay = match self.fallback.send(&make, &self.settings.counter).await? {
+                Err(msg) if msg.starts_with(super::insecure::REDIRECT_REFUSED) => {
                     return Err(err(
                         RegistryErrorKind::Protocol,
-                        format!("failed to {what} {url}: refused to follow a redirect: {}", chain(&e)),
+                        format!("failed to {what} {url}: {msg}"),
                     ));
                 }
-                Err(e) => {
-                    let msg = chain(&e);
+                Err(msg) => {
                     let tls = is_tls_failure(&msg);
                     if tls || attempt >= attempts {
                         let hint = if tls {
-                            "; if the registry uses a private CA, provide it (certSecretRef ca.crt)"
+                            "; if the registry uses a private CA, provide it (certSecretRef ca.crt), or set insecure: true (--insecure) to skip verification"
                         } else {
                             ""
                         };
                         return Err(err(
                             RegistryErrorKind::Transport,
                             format!(
-                                "failed to {what} {url} after {attempt} attempt(s): {msg}{hint}"
+                                "failed to {what} {} after {attempt} attempt(s): {msg}{hint}",
+                                self.fallback.shown(url)
                             ),
                         ));
                     }
@@ -340,7 +361,7 @@ impl RegistryClient {
                     if attempt >= attempts {
                         return Err(err(
                             RegistryErrorKind::Transport,
-                            format!("failed to {what} {url}: the registry answered {status} after {attempt} attempts"),
+                            format!("failed to {what} {}: the registry answered {status} after {attempt} attempts", self.fallback.shown(url)),
                         ));
                     }
                     let retry_after = resp

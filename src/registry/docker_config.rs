@@ -1,5 +1,6 @@
 //! Docker config JSON as data: parses `auths` (keyed by host or URL; `auth` as base64
-//! `user:pass`, or `username`/`password`, or `identitytoken`) and reports which credential
+//! `user:pass`, or `username`/`password`, or `identitytoken`; also the legacy
+//! `.dockercfg` form) and reports which credential
 //! helper (`credHelpers`, `credsStore`) the config names for a host. Nothing here runs a
 //! program: a [`DockerConfig`] built from any bytes (a tenant's `dockerconfigjson`
 //! Secret) can only ever yield the credentials written in it. Running helpers is the
@@ -128,6 +129,16 @@ impl DockerConfig {
         serde_json::from_slice(json).map_err(DockerConfigError::Parse)
     }
 
+    /// Parses the legacy `.dockercfg` format (a `kubernetes.io/dockercfg` Secret): the
+    /// `auths` map itself, without the wrapping object, as Kubernetes and Flux read it.
+    pub fn parse_legacy(json: &[u8]) -> Result<Self, DockerConfigError> {
+        let auths = serde_json::from_slice(json).map_err(DockerConfigError::Parse)?;
+        Ok(Self {
+            auths,
+            ..Self::default()
+        })
+    }
+
     /// Reads and parses a file.
     pub fn load(path: &Path) -> Result<Self, DockerConfigError> {
         let bytes = std::fs::read(path).map_err(|source| DockerConfigError::Read {
@@ -233,6 +244,27 @@ mod tests {
         );
         assert!(cfg.credentials_for("other.example").unwrap().is_none());
         assert!(!format!("{cfg:?}").contains(&auth));
+    }
+
+    #[test]
+    fn legacy_dockercfg_is_the_auths_map_itself() {
+        let auth = base64::engine::general_purpose::STANDARD.encode("old:timer");
+        let json =
+            format!(r#"{{"https://index.docker.io/v1/":{{"auth":"{auth}","email":"a@b.c"}}}}"#);
+        let cfg = DockerConfig::parse_legacy(json.as_bytes()).unwrap();
+        let c = cfg.credentials_for("index.docker.io").unwrap().unwrap();
+        assert_eq!(
+            (c.username.as_str(), c.password.expose().as_str()),
+            ("old", "timer")
+        );
+        assert!(
+            DockerConfig::parse(json.as_bytes())
+                .unwrap()
+                .credentials_for("index.docker.io")
+                .unwrap()
+                .is_none(),
+            "the new format has no such top-level key"
+        );
     }
 
     #[test]

@@ -10,11 +10,12 @@
 //! Layout: `client` (session, request loop: auth, retries, status mapping), `manifest`,
 //! `body` (capped body reads), `auth` (challenges, token cache), `token` (the token
 //! request), `origin` (where credentials may go: links, redirects, realms), `retry`
-//! (backoff, `Retry-After`), `transport` (TLS, proxy, timeouts, redirects), `blob`
-//! (checked, resuming streams), `tags` and `tag_page` (bounded pagination), `push`
-//! (uploads), `docker_config` (docker config JSON as data) and `credential_helper` (the
-//! CLI user's own config, whose helpers may run). This module must not import
-//! `reconcile`, `verify` or `storage`.
+//! (backoff, `Retry-After`), `transport` (TLS, proxy, timeouts, redirects), `insecure`
+//! (Flux's `insecure`, plain-HTTP fallback), `blob` (checked, resuming streams), `tags`
+//! and `tag_page` (bounded pagination), `push` (uploads), `docker_config` (docker config
+//! JSON, and legacy `.dockercfg`, as data) and `credential_helper` (the CLI user's own
+//! config, whose helpers may run). This module must not import `reconcile`, `verify` or
+//! `storage`.
 
 pub mod auth;
 pub mod blob;
@@ -22,6 +23,7 @@ mod body;
 pub mod client;
 pub mod credential_helper;
 pub mod docker_config;
+pub mod insecure;
 pub mod manifest;
 pub mod origin;
 pub mod push;

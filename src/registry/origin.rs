@@ -104,17 +104,31 @@ impl Origin {
 pub struct BoundCredential {
     header: Redacted<String>,
     origin: Origin,
+    /// The registry's own origin over plain HTTP, when Flux's fallback allows it.
+    twin: Option<Origin>,
 }
 
 impl BoundCredential {
     /// Binds `header` to `origin`.
     pub fn new(header: Redacted<String>, origin: Origin) -> Self {
-        Self { header, origin }
+        Self {
+            header,
+            origin,
+            twin: None,
+        }
     }
 
-    /// The header value when `url` is on the bound origin, else `None`.
+    /// Also binds it to `twin` (the same registry over plain HTTP, where the fallback of
+    /// Flux's `insecure` or a local/private host allows it).
+    pub fn also_for(mut self, twin: Option<Origin>) -> Self {
+        self.twin = twin;
+        self
+    }
+
+    /// The header value when `url` is on a bound origin, else `None`.
     pub fn header_for(&self, url: &Url) -> Option<&Redacted<String>> {
-        self.origin.matches(url).then_some(&self.header)
+        let bound = self.origin.matches(url) || self.twin.as_ref().is_some_and(|t| t.matches(url));
+        bound.then_some(&self.header)
     }
 }
 

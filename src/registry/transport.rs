@@ -1,6 +1,7 @@
 //! Builds the `reqwest` client for one session from `RegistryOptions`: extra CA roots,
 //! client identity (mTLS), proxy, connect and read timeouts, and the redirect policy.
-//! TLS verification is always on: there is deliberately no switch to skip it. No
+//! TLS verification is on unless Flux's `insecure` asks otherwise
+//! (`insecure::skips_verification`: `insecure` without CA or client certificate). No
 //! registry protocol here.
 //!
 //! Redirects (blob GETs often redirect to storage on another host) are followed up to
@@ -70,6 +71,9 @@ pub fn build_http(options: &RegistryOptions) -> Result<reqwest::Client, Registry
             ));
         }
         b = b.tls_certs_merge(certs);
+    }
+    if super::insecure::skips_verification(options) {
+        b = b.danger_accept_invalid_certs(true);
     }
     if let Some(id) = &options.client_identity {
         let mut pem = id.cert_pem.clone();

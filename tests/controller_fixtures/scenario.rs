@@ -69,6 +69,9 @@ pub enum Scenario {
     RemoveFinalizer(OciRepository),
     /// No request at all (suspended).
     NoRequests,
+    /// ONE status merge patch of the object and nothing else (a suspended object
+    /// recording a requested reconcile).
+    StatusOnly(OciRepository),
     /// A full reconcile of the object.
     Reconcile(OciRepository, Expect),
     /// Lease `name` does not exist: GET 404, then POST create answered 201.
@@ -117,6 +120,18 @@ impl Scenario {
     pub(crate) fn steps(self) -> Vec<Step> {
         match self {
             Scenario::NoRequests => Vec::new(),
+            Scenario::StatusOnly(obj) => {
+                let name = obj.metadata.name.clone().unwrap();
+                let mut current = object_json(&obj);
+                vec![step(
+                    Method::PATCH,
+                    repo_path(&name, "/status"),
+                    Box::new(move |b| {
+                        merge_patch(&mut current, b);
+                        (200, current)
+                    }),
+                )]
+            }
             Scenario::AddFinalizer(obj) => {
                 let name = obj.metadata.name.clone().unwrap();
                 let reply = object_json(&obj);

@@ -157,9 +157,11 @@ impl OneShot {
         (out.code, v[0]["status"].clone())
     }
 
-    /// Every artifact file in the store.
+    /// The stored artifact files (the `latest.tar.gz` link of `status.url` is not one).
     pub fn store_files(&self) -> Vec<String> {
-        listing(&self.storage.join("ocirepository"))
+        let mut files = listing(&self.storage.join("ocirepository"));
+        files.retain(|f| !f.ends_with("/latest.tar.gz"));
+        files
     }
 }
 

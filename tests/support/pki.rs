@@ -51,7 +51,7 @@ pub fn make_pki(dir: &Path) {
     ]);
     openssl(dir, &ca);
     for (name, ext) in [
-        ("server", "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"),
+        ("server", "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:index.docker.io\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"),
         ("client", "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n"),
     ] {
         std::fs::write(dir.join(format!("{name}.ext")), ext).unwrap();

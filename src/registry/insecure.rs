@@ -1,0 +1,313 @@
+//! Flux's `insecure` and go-containerregistry's plain-HTTP fallback, kept apart from the
+//! request loop in `client.rs`.
+//!
+//! - `insecure: true` without a CA or client certificate (no `certSecretRef`) means HTTPS
+//!   WITHOUT certificate verification, the one exception Flux makes
+//!   ([`skips_verification`]); a warning is logged once per registry host.
+//! - Every session starts with HTTPS. When `insecure` is set, or the host is one that
+//!   go-containerregistry's `name.Registry.Scheme()` treats as plain HTTP
+//!   ([`local_or_private`]: `localhost:<port>`, `*.localhost`, `127.0.0.1`, `::1`, RFC 1918
+//!   addresses), a request whose HTTPS attempt fails is sent once more over plain HTTP;
+//!   if that is answered (anything but `400`, which a TLS-only server answers to plain
+//!   HTTP), the host is remembered as plain HTTP for the connector's later sessions.
+//!
+//! Unlike go-containerregistry this adds no `GET /v2/` ping: the first real request is the
+//! probe, so a no-op reconcile still costs one request. Must not import `reconcile`.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::transport::chain;
+use crate::ports::{RegistryError, RegistryOptions};
+
+/// True when `options` ask for HTTPS without certificate verification: `insecure` with
+/// neither a CA nor a client certificate, as Flux's `getTLSConfig` decides.
+pub fn skips_verification(options: &RegistryOptions) -> bool {
+    options.insecure && options.ca_pem.is_none() && options.client_identity.is_none()
+}
+
+/// True for the hosts go-containerregistry lets fall back to plain HTTP without
+/// `insecure`: `localhost:<port>`, `<name>.localhost[:port]`, `127.0.0.1[:port]`, `::1`,
+/// `[::1][:port]`, and the RFC 1918 ranges 10/8, 172.16/12, 192.168/16 (any port).
+pub fn local_or_private(host: &str) -> bool {
+    let port_ok = |rest: &str| {
+        rest.is_empty()
+            || rest.strip_prefix(':').is_some_and(|p| {
+                (1..=5).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit())
+            })
+    };
+    let rfc1918 = host
+        .split(':')
+        .next()
+        .and_then(|ip| ip.parse::<Ipv4Addr>().ok())
+        .is_some_and(|ip| ip.is_private());
+    let dot_localhost = host
+        .rfind(".localhost")
+        .is_some_and(|i| port_ok(&host[i + ".localhost".len()..]));
+    rfc1918
+        || host.starts_with("localhost:")
+        || dot_localhost
+        || host.strip_prefix("127.0.0.1").is_some_and(port_ok)
+        || host == "::1"
+        || host.strip_prefix("[::1]").is_some_and(port_ok)
+}
+
+/// What the connector learnt about a host's scheme.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Learnt {
+    /// HTTPS answered: no fallback for this host any more.
+    Https,
+    /// Only plain HTTP answers: requests go there directly.
+    Http,
+}
+
+#[derive(Debug, Default)]
+struct Memory {
+    hosts: HashMap<String, Learnt>,
+    warned_unverified: Vec<String>,
+}
+
+/// The schemes learnt per registry host, shared by every session of a connector.
+#[derive(Clone, Debug, Default)]
+pub struct Schemes {
+    memory: Arc<Mutex<Memory>>,
+}
+
+/// Most hosts remembered; past this the memory starts over.
+const MAX_HOSTS: usize = 1024;
+
+impl Schemes {
+    fn learnt(&self, host: &str) -> Option<Learnt> {
+        self.memory.lock().ok()?.hosts.get(host).copied()
+    }
+
+    fn learn(&self, host: &str, scheme: Option<Learnt>) {
+        if let Ok(mut m) = self.memory.lock() {
+            if m.hosts.len() >= MAX_HOSTS {
+                m.hosts.clear();
+            }
+            match scheme {
+                Some(s) => m.hosts.insert(host.to_string(), s),
+                None => m.hosts.remove(host),
+            };
+        }
+    }
+
+    /// Logs, once per host, that certificates of `host` are not verified.
+    pub fn warn_unverified(&self, host: &str) {
+        let first = self.memory.lock().is_ok_and(|mut m| {
+            let new = !m.warned_unverified.iter().any(|h| h == host);
+            if new && m.warned_unverified.len() < MAX_HOSTS {
+                m.warned_unverified.push(host.to_string());
+            }
+            new
+        });
+        if first {
+            tracing::warn!(
+                registry = host,
+                "insecure: TLS certificate verification is skipped for this registry (no certSecretRef); anyone on the path can impersonate it"
+            );
+        }
+    }
+}
+
+/// How a refused redirect starts its message ([`Fallback::send`]'s inner `Err`), so the
+/// caller does not retry it.
+pub(crate) const REDIRECT_REFUSED: &str = "refused to follow a redirect";
+
+/// The fallback policy of one session.
+#[derive(Clone, Debug)]
+pub(crate) struct Fallback {
+    host: String,
+    /// `https://<host>/`: only URLs of the registry itself change scheme.
+    https_prefix: String,
+    allowed: bool,
+    schemes: Schemes,
+}
+
+impl Fallback {
+    /// The policy for `host` under `options`.
+    pub(crate) fn new(host: &str, options: &RegistryOptions, schemes: &Schemes) -> Self {
+        if skips_verification(options) {
+            schemes.warn_unverified(host);
+        }
+        Self {
+            host: host.to_string(),
+            https_prefix: format!("https://{host}/"),
+            allowed: options.insecure || local_or_private(host),
+            schemes: schemes.clone(),
+        }
+    }
+
+    /// Whether plain HTTP may follow HTTPS for this host.
+    pub(crate) fn allowed(&self) -> bool {
+        self.allowed
+    }
+
+    /// `url` as it is actually requested: with `http://` once the host is known to speak
+    /// only plain HTTP, so that messages name the URL that failed.
+    pub(crate) fn shown<'a>(&self, url: &'a str) -> std::borrow::Cow<'a, str> {
+        match url.strip_prefix("https://") {
+            Some(rest)
+                if url.starts_with(&self.https_prefix)
+                    && self.schemes.learnt(&self.host) == Some(Learnt::Http) =>
+            {
+                std::borrow::Cow::Owned(format!("http://{rest}"))
+            }
+            _ => std::borrow::Cow::Borrowed(url),
+        }
+    }
+
+    fn build(
+        &self,
+        make: &(dyn Fn() -> Result<reqwest::RequestBuilder, RegistryError> + Sync),
+        plain: bool,
+    ) -> Result<
+        (
+            reqwest::Client,
+            Result<reqwest::Request, reqwest::Error>,
+            bool,
+        ),
+        RegistryError,
+    > {
+        let (client, request) = make()?.build_split();
+        let request = request.map(|mut r| {
+            if plain && r.url().as_str().starts_with(&self.https_prefix) {
+                // https → http is always a valid scheme change for a special URL.
+                let _ = r.url_mut().set_scheme("http");
+            }
+            r
+        });
+        let ours = match &request {
+            Ok(r) => {
+                let url = r.url().as_str();
+                url.starts_with(&self.https_prefix)
+                    || url.starts_with(&format!("http://{}/", self.host))
+            }
+            Err(_) => false,
+        };
+        Ok((client, request, ours))
+    }
+
+    /// Sends the request `make` builds, over plain HTTP when the host is known to speak
+    /// only that, falling back to it once when allowed. `Err` of the outer result: the
+    /// request could not be built; `Err` of the inner one: the transport failed, with the
+    /// error chain (and the fallback's outcome). Every attempt counts in `counter`.
+    pub(crate) async fn send(
+        &self,
+        make: &(dyn Fn() -> Result<reqwest::RequestBuilder, RegistryError> + Sync),
+        counter: &AtomicU64,
+    ) -> Result<Result<reqwest::Response, String>, RegistryError> {
+        let learnt = self.schemes.learnt(&self.host);
+        let plain = learnt == Some(Learnt::Http);
+        let (client, request, ours) = self.build(make, plain)?;
+        let request = match request {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(chain(&e))),
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        let https_error = match client.execute(request).await {
+            Ok(resp) => {
+                if ours && learnt.is_none() {
+                    self.schemes.learn(&self.host, Some(Learnt::Https));
+                }
+                return Ok(Ok(resp));
+            }
+            Err(e) if e.is_redirect() => return Ok(Err(format!("{REDIRECT_REFUSED}: {}", chain(&e)))),
+            Err(e) if ours && plain => {
+                // It spoke plain HTTP before; start over with HTTPS next time.
+                self.schemes.learn(&self.host, None);
+                return Ok(Err(chain(&e)));
+            }
+            Err(e) if ours && self.allowed && learnt.is_none() => chain(&e),
+            Err(e) => return Ok(Err(chain(&e))),
+        };
+        let (client, request, _) = self.build(make, true)?;
+        let outcome = match request {
+            Ok(r) => {
+                counter.fetch_add(1, Ordering::Relaxed);
+                client.execute(r).await
+            }
+            Err(e) => Err(e),
+        };
+        Ok(match outcome {
+            Ok(resp) if resp.status() != reqwest::StatusCode::BAD_REQUEST => {
+                tracing::warn!(
+                    registry = %self.host,
+                    error = %https_error,
+                    "the registry does not answer HTTPS; using plain HTTP (allowed by insecure or a local/private host)"
+                );
+                self.schemes.learn(&self.host, Some(Learnt::Http));
+                Ok(resp)
+            }
+            Ok(resp) => Err(format!(
+                "{https_error} (plain HTTP fallback failed too: the registry answered {})",
+                resp.status()
+            )),
+            Err(e) => Err(format!(
+                "{https_error} (plain HTTP fallback failed too: {})",
+                chain(&e)
+            )),
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    #[rstest]
+    #[case("localhost:5000", true)]
+    #[case("localhost", false)]
+    #[case("registry.localhost", true)]
+    #[case("registry.localhost:5000", true)]
+    #[case("127.0.0.1", true)]
+    #[case("127.0.0.1:5000", true)]
+    #[case("127.0.0.2:5000", false)]
+    #[case("::1", true)]
+    #[case("[::1]:5000", true)]
+    #[case("10.1.2.3:5000", true)]
+    #[case("172.16.0.1", true)]
+    #[case("172.31.255.255:443", true)]
+    #[case("172.32.0.1", false)]
+    #[case("192.168.1.10:5000", true)]
+    #[case("192.169.1.10", false)]
+    #[case("registry.local", false)]
+    #[case("ghcr.io", false)]
+    #[case("8.8.8.8:5000", false)]
+    fn fallback_hosts_are_go_containerregistrys(#[case] host: &str, #[case] local: bool) {
+        assert_eq!(local_or_private(host), local, "{host}");
+    }
+
+    #[test]
+    fn verification_is_skipped_only_for_insecure_without_cert_secret() {
+        let insecure = RegistryOptions {
+            insecure: true,
+            ..RegistryOptions::default()
+        };
+        assert!(skips_verification(&insecure));
+        assert!(!skips_verification(&RegistryOptions::default()));
+        let with_ca = RegistryOptions {
+            ca_pem: Some(b"pem".to_vec()),
+            ..insecure
+        };
+        assert!(!skips_verification(&with_ca), "a CA keeps verification on");
+    }
+
+    #[test]
+    fn fallback_is_allowed_for_insecure_or_local_hosts_only() {
+        let schemes = Schemes::default();
+        let public = RegistryOptions::default();
+        assert!(!Fallback::new("ghcr.io", &public, &schemes).allowed);
+        assert!(Fallback::new("127.0.0.1:5000", &public, &schemes).allowed);
+        let insecure = RegistryOptions {
+            insecure: true,
+            ..RegistryOptions::default()
+        };
+        assert!(Fallback::new("ghcr.io", &insecure, &schemes).allowed);
+    }
+}
