@@ -207,10 +207,11 @@ impl Fallback {
             Ok(r) => r,
             Err(e) => return Ok(Err(chain(&e))),
         };
+        let https = request.url().scheme() == "https";
         counter.fetch_add(1, Ordering::Relaxed);
         let https_error = match client.execute(request).await {
             Ok(resp) => {
-                if ours && learnt.is_none() {
+                if ours && https && learnt.is_none() {
                     self.schemes.learn(&self.host, Some(Learnt::Https));
                 }
                 return Ok(Ok(resp));
@@ -221,7 +222,7 @@ impl Fallback {
                 self.schemes.learn(&self.host, None);
                 return Ok(Err(chain(&e)));
             }
-            Err(e) if ours && self.allowed && learnt.is_none() => chain(&e),
+            Err(e) if ours && https && self.allowed && learnt.is_none() => chain(&e),
             Err(e) => return Ok(Err(chain(&e))),
         };
         let (client, request, _) = self.build(make, true)?;
