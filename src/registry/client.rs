@@ -193,6 +193,11 @@ impl RegistryClient {
         &self.base
     }
 
+    /// `url` (one of the registry's own) with the scheme the host is known to speak.
+    pub(crate) fn url_as_spoken(&self, url: &str) -> String {
+        self.fallback.shown(url).into_owned()
+    }
+
     /// `scheme://host/v2/<repo>/<path>`, with the scheme the host is known to speak.
     pub(crate) fn url(&self, path: &str) -> String {
         let url = format!("{}/v2/{}/{path}", self.base, self.repository);

@@ -141,7 +141,7 @@ impl RegistryClient {
                     format!("failed to start blob upload {start}: invalid Location"),
                 )
             })?;
-        if let Some(refused) = reqwest::Url::parse(&start)
+        if let Some(refused) = reqwest::Url::parse(&self.url_as_spoken(&start))
             .ok()
             .and_then(|from| check_target(&from, &put).err())
         {

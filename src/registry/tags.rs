@@ -195,7 +195,9 @@ impl RegistryClient {
                     format!("the page {url_s} has an invalid Link '{target}'"),
                 )
             })?;
-            check_target(&url, &resolved).map_err(|e| {
+            // The page as it was really fetched (plain HTTP after Flux's fallback).
+            let spoken = reqwest::Url::parse(&self.url_as_spoken(url.as_str())).unwrap_or_else(|_| url.clone());
+            check_target(&spoken, &resolved).map_err(|e| {
                 self.list_error(
                     RegistryErrorKind::Protocol,
                     format!("refused to follow the Link of {url_s}: {e}"),

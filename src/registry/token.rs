@@ -27,7 +27,11 @@ impl RegistryClient {
                 ),
             )
         })?;
-        check_realm(&self.registry_url, &url).map_err(|e| {
+        // The registry as it is actually spoken to: over plain HTTP once the fallback
+        // (Flux's `insecure`, or a local/private host) found it speaks only that.
+        let spoken = reqwest::Url::parse(&self.url_as_spoken(self.registry_url.as_str()))
+            .unwrap_or_else(|_| self.registry_url.clone());
+        check_realm(&spoken, &url).map_err(|e| {
             err(
                 RegistryErrorKind::Protocol,
                 format!("failed to get a token for {scope}: {e}; if this registry really uses that token service, pull through a registry on the same domain"),
