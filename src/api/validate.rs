@@ -1,15 +1,17 @@
 //! Spec validation the CRD schema cannot express (URL shape, digest, semver range,
-//! regexes, durations, unsupported providers), reported with field paths such as
-//! `spec.url: must start with oci://`; and Go-style duration parsing (`1m30s`). Pure:
-//! no kube client, no I/O.
+//! regexes, durations, unsupported providers, a registry host `spec.provider` cannot log
+//! in to), reported with field paths such as `spec.url: must start with oci://`; and
+//! Go-style duration parsing (`1m30s`). Pure: no kube client, no I/O.
 
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
 use super::conditions::reason;
-use super::ocirepository::{OciRepositorySpec, Provider, VerificationProvider};
+use super::ocirepository::{OciRepositorySpec, VerificationProvider};
+use crate::domain::cloud_hosts;
 use crate::domain::digest::Digest;
+use crate::domain::reference::RepositoryUrl;
 
 /// One invalid field.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -205,18 +207,14 @@ pub(crate) fn spec(spec: &OciRepositorySpec) -> Result<(), InvalidSpec> {
             }
         }
     }
-    if spec.provider != Provider::Generic {
-        let name = serde_json::to_value(spec.provider)
-            .ok()
-            .and_then(|v| v.as_str().map(String::from));
-        errors.push(FieldError {
-            field: "spec.provider",
-            message: format!(
-                "'{}' is not supported yet: use 'generic' with secretRef or serviceAccountName",
-                name.unwrap_or_default()
-            ),
-            unsupported: true,
-        });
+    if let (Some(cloud), Ok(url)) = (spec.provider.cloud(), RepositoryUrl::parse(&spec.url)) {
+        if let Err(e) = cloud_hosts::registry(cloud, &url.host) {
+            errors.push(FieldError {
+                field: "spec.provider",
+                message: format!("'{cloud}' cannot log in to the registry of spec.url: {e}"),
+                unsupported: false,
+            });
+        }
     }
     if spec
         .verify

@@ -104,7 +104,8 @@ pub async fn run(args: ControllerArgs) -> Result<(), AppError> {
             ..Settings::default()
         },
         metrics,
-    ));
+    )
+    .with_cloud_login(super::cloud_login()?));
     let kctx = Arc::new(KubeContext {
         client: client.clone(),
         core,
