@@ -26,7 +26,12 @@ pub(crate) struct AwsCredentials {
 const ECS_CREDENTIALS_HOST: &str = "http://169.254.170.2";
 /// Hosts allowed to serve container credentials over plain HTTP (the SDKs' rule): the
 /// ECS and EKS Pod Identity agents and the loopback interface.
-const PLAIN_HTTP_HOSTS: [&str; 4] = ["169.254.170.2", "169.254.170.23", "[fd00:ec2::23]", "localhost"];
+const PLAIN_HTTP_HOSTS: [&str; 4] = [
+    "169.254.170.2",
+    "169.254.170.23",
+    "[fd00:ec2::23]",
+    "localhost",
+];
 
 const NO_IDENTITY: &str = "set up IRSA (the eks.amazonaws.com/role-arn annotation on the \
      controller's ServiceAccount, which sets AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE) or \
@@ -84,8 +89,15 @@ pub(crate) fn sts_endpoint(settings: &AwsSettings, region: &str) -> String {
         .clone()
         .or_else(|| settings.endpoint_url.clone())
         .unwrap_or_else(|| {
-            let fips = if settings.use_fips_endpoint { "-fips" } else { "" };
-            format!("https://sts{fips}.{region}.{}", partition_dns_suffix(region))
+            let fips = if settings.use_fips_endpoint {
+                "-fips"
+            } else {
+                ""
+            };
+            format!(
+                "https://sts{fips}.{region}.{}",
+                partition_dns_suffix(region)
+            )
         })
 }
 

@@ -119,11 +119,7 @@ mod tests {
         s.parse().unwrap()
     }
 
-    async fn get(
-        cache: &TokenCache<u32>,
-        fetches: &AtomicUsize,
-        expires_at: DateTime<Utc>,
-    ) -> u32 {
+    async fn get(cache: &TokenCache<u32>, fetches: &AtomicUsize, expires_at: DateTime<Utc>) -> u32 {
         cache
             .get_or_fetch("k", || async {
                 let n = fetches.fetch_add(1, Ordering::SeqCst) as u32 + 1;

@@ -157,7 +157,10 @@ async fn call(
         &sigv4::Signer {
             access_key_id: &credentials.access_key_id,
             secret_access_key: credentials.secret_access_key.expose(),
-            session_token: credentials.session_token.as_ref().map(|t| t.expose().as_str()),
+            session_token: credentials
+                .session_token
+                .as_ref()
+                .map(|t| t.expose().as_str()),
             region: api.region,
             service: api.service,
             time: Utc::now(),
@@ -211,15 +214,30 @@ mod tests {
     fn api_endpoints_follow_region_partition_and_fips() {
         let s = AwsSettings::default();
         let cases = [
-            ("012345678901.dkr.ecr.eu-west-1.amazonaws.com", "https://api.ecr.eu-west-1.amazonaws.com"),
-            ("012345678901.dkr.ecr.cn-north-1.amazonaws.com.cn", "https://api.ecr.cn-north-1.amazonaws.com.cn"),
-            ("012345678901.dkr.ecr-fips.us-east-1.amazonaws.com", "https://ecr-fips.us-east-1.amazonaws.com"),
-            ("012345678901.dkr-ecr.us-west-2.on.aws", "https://api.ecr.us-west-2.amazonaws.com"),
+            (
+                "012345678901.dkr.ecr.eu-west-1.amazonaws.com",
+                "https://api.ecr.eu-west-1.amazonaws.com",
+            ),
+            (
+                "012345678901.dkr.ecr.cn-north-1.amazonaws.com.cn",
+                "https://api.ecr.cn-north-1.amazonaws.com.cn",
+            ),
+            (
+                "012345678901.dkr.ecr-fips.us-east-1.amazonaws.com",
+                "https://ecr-fips.us-east-1.amazonaws.com",
+            ),
+            (
+                "012345678901.dkr-ecr.us-west-2.on.aws",
+                "https://api.ecr.us-west-2.amazonaws.com",
+            ),
         ];
         for (host, url) in cases {
             assert_eq!(private_endpoint(&s, &ecr(host)), url, "{host}");
         }
-        assert_eq!(public_endpoint(&s), "https://api.ecr-public.us-east-1.amazonaws.com");
+        assert_eq!(
+            public_endpoint(&s),
+            "https://api.ecr-public.us-east-1.amazonaws.com"
+        );
     }
 
     fn api() -> Api<'static> {

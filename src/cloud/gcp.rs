@@ -32,7 +32,9 @@ struct OAuthToken {
 }
 
 /// The registry login for `token`.
-pub(crate) fn registry_login(token: &Expiring<AccessToken>) -> Result<Expiring<Credentials>, CloudError> {
+pub(crate) fn registry_login(
+    token: &Expiring<AccessToken>,
+) -> Result<Expiring<Credentials>, CloudError> {
     match &token.value {
         AccessToken::Bearer(t) => Ok(Expiring {
             value: Credentials {
@@ -82,7 +84,10 @@ async fn metadata_token(
         .request(reqwest::Method::GET, &url)
         .header("Metadata-Flavor", "Google");
     let t: OAuthToken = http.json(WHAT, &url, request).await?;
-    Ok((Redacted::new(t.access_token), now + TimeDelta::seconds(t.expires_in)))
+    Ok((
+        Redacted::new(t.access_token),
+        now + TimeDelta::seconds(t.expires_in),
+    ))
 }
 
 /// The parts of an `external_account` credentials file this login uses.
@@ -162,15 +167,25 @@ async fn external_account(
     }
     let subject = subject_token(http, &account.credential_source).await?;
     let impersonating = account.service_account_impersonation_url.is_some();
-    let sts_scope = if impersonating { SCOPES[0].to_string() } else { SCOPES.join(" ") };
+    let sts_scope = if impersonating {
+        SCOPES[0].to_string()
+    } else {
+        SCOPES.join(" ")
+    };
     let request = post_form(
         http,
         &account.token_url,
         &[
-            ("grant_type", "urn:ietf:params:oauth:grant-type:token-exchange"),
+            (
+                "grant_type",
+                "urn:ietf:params:oauth:grant-type:token-exchange",
+            ),
             ("audience", &account.audience),
             ("scope", &sts_scope),
-            ("requested_token_type", "urn:ietf:params:oauth:token-type:access_token"),
+            (
+                "requested_token_type",
+                "urn:ietf:params:oauth:token-type:access_token",
+            ),
             ("subject_token", subject.expose()),
             ("subject_token_type", &account.subject_token_type),
         ],
@@ -208,8 +223,11 @@ async fn subject_token(
 ) -> Result<Redacted<String>, CloudError> {
     let raw = match (&source.file, &source.url) {
         (Some(file), _) => {
-            read_token_file("the subject token file (credential_source.file)", file.as_ref())
-                .await?
+            read_token_file(
+                "the subject token file (credential_source.file)",
+                file.as_ref(),
+            )
+            .await?
         }
         (None, Some(url)) => {
             let mut request = http.request(reqwest::Method::GET, url);
@@ -225,7 +243,11 @@ async fn subject_token(
                     .into(),
             ))
         }
-        (None, None) => return Err(config("credential_source has neither 'file' nor 'url'".into())),
+        (None, None) => {
+            return Err(config(
+                "credential_source has neither 'file' nor 'url'".into(),
+            ))
+        }
     };
     match &source.format {
         Some(f) if f.kind == "json" => {
@@ -236,7 +258,11 @@ async fn subject_token(
                 .get(field)
                 .and_then(|v| v.as_str())
                 .map(|s| Redacted::new(s.to_string()))
-                .ok_or_else(|| config(format!("the subject token JSON has no string field '{field}'")))
+                .ok_or_else(|| {
+                    config(format!(
+                        "the subject token JSON has no string field '{field}'"
+                    ))
+                })
         }
         _ => Ok(raw),
     }

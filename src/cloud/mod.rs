@@ -211,7 +211,9 @@ impl WorkloadLogin {
         let login = self
             .logins
             .get_or_fetch(&key, || async {
-                let token = self.access_token(request.identity, request.registry).await?;
+                let token = self
+                    .access_token(request.identity, request.registry)
+                    .await?;
                 let (aws, http) = (&self.settings.aws, &self.http);
                 match (request.registry, &token.value) {
                     (CloudRegistry::Ecr(e), AccessToken::Aws(c)) => {

@@ -140,8 +140,14 @@ mod tests {
             ("AZURE_CLIENT_ID", "c"),
         ]);
         let s = CloudSettings::from_lookup(|k| env.get(k).map(|v| (*v).to_string()));
-        assert_eq!(s.aws.role_arn.as_deref(), Some("arn:aws:iam::012345678901:role/ecr"));
-        assert_eq!(s.aws.web_identity_token_file, Some(PathBuf::from("/var/run/token")));
+        assert_eq!(
+            s.aws.role_arn.as_deref(),
+            Some("arn:aws:iam::012345678901:role/ecr")
+        );
+        assert_eq!(
+            s.aws.web_identity_token_file,
+            Some(PathBuf::from("/var/run/token"))
+        );
         assert_eq!(s.aws.access_key_id, None);
         assert!(s.aws.use_fips_endpoint);
         assert_eq!(s.gcp.metadata_host.as_deref(), Some("127.0.0.1:8080"));

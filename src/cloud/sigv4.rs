@@ -72,10 +72,7 @@ pub(crate) fn sign(request: &Request<'_>, signer: &Signer<'_>) -> Vec<(&'static 
         request.path,
         hex::encode(Sha256::digest(request.body))
     );
-    let scope = format!(
-        "{day}/{}/{}/aws4_request",
-        signer.region, signer.service
-    );
+    let scope = format!("{day}/{}/{}/aws4_request", signer.region, signer.service);
     let string_to_sign = format!(
         "AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{}",
         hex::encode(Sha256::digest(canonical_request.as_bytes()))

@@ -35,8 +35,12 @@ impl CloudProvider {
                 "<account>.dkr.ecr[-fips].<region>.amazonaws.com (or .amazonaws.com.cn, \
                  another AWS partition's suffix, or dkr-ecr.<region>.on.aws), or public.ecr.aws"
             }
-            Self::Gcp => "gcr.io, <region>.gcr.io, <location>-docker.pkg.dev or docker.s3nsregistry.fr",
-            Self::Azure => "<name>.azurecr.io, <name>.azurecr.cn, <name>.azurecr.de or <name>.azurecr.us",
+            Self::Gcp => {
+                "gcr.io, <region>.gcr.io, <location>-docker.pkg.dev or docker.s3nsregistry.fr"
+            }
+            Self::Azure => {
+                "<name>.azurecr.io, <name>.azurecr.cn, <name>.azurecr.de or <name>.azurecr.us"
+            }
         }
     }
 }
@@ -212,15 +216,14 @@ fn aws(host: &str) -> Option<CloudRegistry> {
         _ => return None,
     };
     let label = |s: &str, allowed: fn(u8) -> bool| {
-        !s.is_empty()
-            && s.bytes().all(allowed)
-            && !s.starts_with('-')
-            && !s.ends_with('-')
+        !s.is_empty() && s.bytes().all(allowed) && !s.starts_with('-') && !s.ends_with('-')
     };
     if account.len() != 12 || !label(account, |b| b.is_ascii_digit()) {
         return None;
     }
-    if !label(region, |b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
+    if !label(region, |b| {
+        b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'
+    }) {
         return None;
     }
     Some(CloudRegistry::Ecr(EcrRegistry {

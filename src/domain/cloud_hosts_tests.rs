@@ -14,15 +14,43 @@ fn ecr(account: &str, region: &str, fips: bool) -> CloudRegistry {
 
 #[rstest]
 #[case::commercial("012345678901.dkr.ecr.us-east-1.amazonaws.com", "us-east-1", false)]
-#[case::fips("012345678901.dkr.ecr-fips.us-gov-west-1.amazonaws.com", "us-gov-west-1", true)]
-#[case::china("012345678901.dkr.ecr.cn-north-1.amazonaws.com.cn", "cn-north-1", false)]
+#[case::fips(
+    "012345678901.dkr.ecr-fips.us-gov-west-1.amazonaws.com",
+    "us-gov-west-1",
+    true
+)]
+#[case::china(
+    "012345678901.dkr.ecr.cn-north-1.amazonaws.com.cn",
+    "cn-north-1",
+    false
+)]
 #[case::dual_stack("012345678901.dkr-ecr.eu-west-1.on.aws", "eu-west-1", false)]
 #[case::dual_stack_fips("012345678901.dkr-ecr-fips.us-east-1.on.aws", "us-east-1", true)]
-#[case::iso("012345678901.dkr.ecr.us-iso-east-1.c2s.ic.gov", "us-iso-east-1", false)]
-#[case::isob("012345678901.dkr.ecr.us-isob-east-1.sc2s.sgov.gov", "us-isob-east-1", false)]
-#[case::isoe("012345678901.dkr.ecr.eu-isoe-west-1.cloud.adc-e.uk", "eu-isoe-west-1", false)]
-#[case::isof("012345678901.dkr.ecr.us-isof-south-1.csp.hci.ic.gov", "us-isof-south-1", false)]
-#[case::eusc("012345678901.dkr.ecr.eusc-de-east-1.amazonaws.eu", "eusc-de-east-1", false)]
+#[case::iso(
+    "012345678901.dkr.ecr.us-iso-east-1.c2s.ic.gov",
+    "us-iso-east-1",
+    false
+)]
+#[case::isob(
+    "012345678901.dkr.ecr.us-isob-east-1.sc2s.sgov.gov",
+    "us-isob-east-1",
+    false
+)]
+#[case::isoe(
+    "012345678901.dkr.ecr.eu-isoe-west-1.cloud.adc-e.uk",
+    "eu-isoe-west-1",
+    false
+)]
+#[case::isof(
+    "012345678901.dkr.ecr.us-isof-south-1.csp.hci.ic.gov",
+    "us-isof-south-1",
+    false
+)]
+#[case::eusc(
+    "012345678901.dkr.ecr.eusc-de-east-1.amazonaws.eu",
+    "eusc-de-east-1",
+    false
+)]
 #[case::upper_case("012345678901.DKR.ECR.US-EAST-1.AMAZONAWS.COM", "us-east-1", false)]
 fn ecr_hosts(#[case] host: &str, #[case] region: &str, #[case] fips: bool) {
     assert_eq!(
@@ -61,7 +89,10 @@ fn public_ecr_is_aws() {
 fn not_aws(#[case] host: &str) {
     let err = registry(CloudProvider::Aws, host).unwrap_err();
     assert_eq!(err.host, host);
-    assert!(err.to_string().contains("not a registry of provider 'aws'"), "{err}");
+    assert!(
+        err.to_string().contains("not a registry of provider 'aws'"),
+        "{err}"
+    );
 }
 
 #[rstest]
@@ -93,7 +124,10 @@ fn google_hosts(#[case] host: &str) {
 #[case::ecr_host("012345678901.dkr.ecr.us-east-1.amazonaws.com")]
 fn not_gcp(#[case] host: &str) {
     let err = registry(CloudProvider::Gcp, host).unwrap_err();
-    assert!(err.to_string().contains("not a registry of provider 'gcp'"), "{err}");
+    assert!(
+        err.to_string().contains("not a registry of provider 'gcp'"),
+        "{err}"
+    );
 }
 
 #[rstest]
@@ -123,7 +157,11 @@ fn acr_hosts(#[case] host: &str, #[case] cloud: AzureCloud) {
 #[case::gcr_host("gcr.io")]
 fn not_azure(#[case] host: &str) {
     let err = registry(CloudProvider::Azure, host).unwrap_err();
-    assert!(err.to_string().contains("not a registry of provider 'azure'"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("not a registry of provider 'azure'"),
+        "{err}"
+    );
 }
 
 #[rstest]
@@ -141,9 +179,21 @@ fn partitions(#[case] region: &str, #[case] suffix: &str) {
 
 #[test]
 fn login_scopes_follow_what_a_token_is_valid_for() {
-    let a = registry(CloudProvider::Aws, "111111111111.dkr.ecr.us-east-1.amazonaws.com").unwrap();
-    let b = registry(CloudProvider::Aws, "222222222222.dkr.ecr.us-east-1.amazonaws.com").unwrap();
-    let c = registry(CloudProvider::Aws, "111111111111.dkr.ecr.eu-west-1.amazonaws.com").unwrap();
+    let a = registry(
+        CloudProvider::Aws,
+        "111111111111.dkr.ecr.us-east-1.amazonaws.com",
+    )
+    .unwrap();
+    let b = registry(
+        CloudProvider::Aws,
+        "222222222222.dkr.ecr.us-east-1.amazonaws.com",
+    )
+    .unwrap();
+    let c = registry(
+        CloudProvider::Aws,
+        "111111111111.dkr.ecr.eu-west-1.amazonaws.com",
+    )
+    .unwrap();
     assert_eq!(a.login_scope(), b.login_scope(), "one ECR token per region");
     assert_ne!(a.login_scope(), c.login_scope());
     let g1 = registry(CloudProvider::Gcp, "gcr.io").unwrap();
@@ -151,7 +201,11 @@ fn login_scopes_follow_what_a_token_is_valid_for() {
     assert_eq!(g1.login_scope(), g2.login_scope(), "one Google token");
     let z1 = registry(CloudProvider::Azure, "a.azurecr.io").unwrap();
     let z2 = registry(CloudProvider::Azure, "b.azurecr.io").unwrap();
-    assert_ne!(z1.login_scope(), z2.login_scope(), "ACR tokens are per registry");
+    assert_ne!(
+        z1.login_scope(),
+        z2.login_scope(),
+        "ACR tokens are per registry"
+    );
 }
 
 #[test]

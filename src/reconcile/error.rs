@@ -86,9 +86,7 @@ impl ReconcileError {
             Self::Secret { .. }
             | Self::SecretContent { .. }
             | Self::CloudLogin(_)
-            | Self::Client(_) => {
-                (Fetch, reason::AUTHENTICATION_FAILED, Retry)
-            }
+            | Self::Client(_) => (Fetch, reason::AUTHENTICATION_FAILED, Retry),
             Self::Pipeline(e) => match e.kind() {
                 PipelineErrorKind::Authentication => (Fetch, reason::AUTHENTICATION_FAILED, Retry),
                 PipelineErrorKind::Pull => (Fetch, reason::OCI_ARTIFACT_PULL_FAILED, Retry),
