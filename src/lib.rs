@@ -4,7 +4,7 @@
 //!
 //! The module tree follows `STYLE.md`: `domain` holds pure rules (no I/O crates); `ports`
 //! the traits the pipeline and reconciler need; the adapters (`registry`, `verify`,
-//! `storage`, `server`, `archive`) implement or serve them; `pipeline` is the artifact
+//! `cloud`, `storage`, `server`, `archive`) implement or serve them; `pipeline` is the artifact
 //! pipeline shared by the CLI and the reconciler; `reconcile` decides, `controller` does
 //! the Kubernetes I/O, `oneshot` runs the same steps from files; `app` is the only place
 //! that names concrete adapters.
@@ -13,6 +13,7 @@ pub mod api;
 pub mod app;
 pub mod archive;
 pub mod cli;
+pub mod cloud;
 pub mod controller;
 pub mod domain;
 pub mod oneshot;

@@ -1,7 +1,7 @@
 //! The traits the pipeline and the reconciler use to reach the world: a registry, a
-//! signature verifier, and Secrets. Adapters implement them (`registry`, `verify`, the
-//! Kubernetes and file-backed Secret readers); tests substitute their own. This module
-//! names no adapter.
+//! signature verifier, Secrets, and cloud registry logins. Adapters implement them
+//! (`registry`, `verify`, `cloud`, the Kubernetes and file-backed Secret readers); tests
+//! substitute their own. This module names no adapter.
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
@@ -171,6 +171,48 @@ pub trait Secrets: Send + Sync {
         namespace: &str,
         service_account: &str,
     ) -> Result<Vec<String>, SecretsError>;
+}
+
+/// Whose cloud identity logs in to a registry.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum CloudIdentity {
+    /// The controller's own identity (its pod's workload identity), as Flux does by default.
+    Controller,
+}
+
+/// One cloud registry login to obtain.
+#[derive(Clone, Debug)]
+pub struct CloudLoginRequest<'a> {
+    /// The registry, already recognised as the provider's (`domain::cloud_hosts`).
+    pub registry: &'a crate::domain::cloud_hosts::CloudRegistry,
+    /// Whose identity.
+    pub identity: &'a CloudIdentity,
+    /// The registry is reached over plain HTTP (`spec.insecure`); the ACR token exchange,
+    /// which happens on the registry itself, then uses plain HTTP too.
+    pub insecure: bool,
+}
+
+/// A cloud login that failed, with the provider's answer; never carries a credential.
+#[derive(Debug, thiserror::Error)]
+#[error("failed to log in to {registry} with the {provider} identity: {message}")]
+pub struct CloudLoginError {
+    /// `aws`, `gcp` or `azure`.
+    pub provider: &'static str,
+    /// The registry or login scope, e.g. `ECR in us-east-1`.
+    pub registry: String,
+    /// What failed, lower-case, with the cause chain.
+    pub message: String,
+}
+
+/// Logs in to cloud registries with a workload identity (`spec.provider`); logins are
+/// cached until shortly before they expire, so many objects on one registry share one.
+#[async_trait]
+pub trait CloudLogin: Send + Sync {
+    /// Registry credentials for `request`.
+    async fn registry_credentials(
+        &self,
+        request: &CloudLoginRequest<'_>,
+    ) -> Result<Credentials, CloudLoginError>;
 }
 
 /// Verifies the signature of a digest in a registry against a policy.

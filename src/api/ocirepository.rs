@@ -66,7 +66,7 @@ pub struct OciRepositorySpec {
     #[schemars(regex(pattern = r"^[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?$"))]
     pub platform: Option<String>,
     /// The provider used for authentication, can be 'aws', 'azure', 'gcp' or 'generic'.
-    /// When not specified, defaults to 'generic'. Only 'generic' is supported so far.
+    /// When not specified, defaults to 'generic'.
     #[serde(default)]
     pub provider: Provider,
     /// SecretRef contains the secret name containing the registry login credentials to
@@ -180,12 +180,25 @@ pub enum Provider {
     /// Credentials from `secretRef` / `serviceAccountName`, or anonymous.
     #[default]
     Generic,
-    /// AWS ECR identity (not supported yet).
+    /// The controller's AWS identity logs in to ECR.
     Aws,
-    /// Azure ACR identity (not supported yet).
+    /// The controller's Microsoft Entra workload identity logs in to ACR.
     Azure,
-    /// Google Artifact Registry identity (not supported yet).
+    /// The controller's Google identity logs in to GCR and Artifact Registry.
     Gcp,
+}
+
+impl Provider {
+    /// The cloud whose identity logs in, or `None` for `generic`.
+    pub fn cloud(self) -> Option<crate::domain::cloud_hosts::CloudProvider> {
+        use crate::domain::cloud_hosts::CloudProvider;
+        match self {
+            Self::Generic => None,
+            Self::Aws => Some(CloudProvider::Aws),
+            Self::Azure => Some(CloudProvider::Azure),
+            Self::Gcp => Some(CloudProvider::Gcp),
+        }
+    }
 }
 
 /// OCIRepositoryVerification verifies the authenticity of an OCI Artifact.

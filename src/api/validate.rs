@@ -1,5 +1,6 @@
 //! Spec validation the CRD schema cannot express (URL shape, digest, tag, identity
-//! regexes, durations, unsupported providers), reported with field paths such as
+//! regexes, durations, unsupported providers, a registry host `spec.provider` cannot log
+//! in to), reported with field paths such as
 //! `spec.url: invalid url ...`; and Go-style duration parsing (`1m30s`). Pure: no kube
 //! client, no I/O. Each rule is the domain's parser (`domain::reference`,
 //! `domain::digest`, `domain::verification`), called here so that validation and the
@@ -12,7 +13,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use super::conditions::reason;
-use super::ocirepository::{OciRepositorySpec, Provider, VerificationProvider};
+use super::ocirepository::{OciRepositorySpec, VerificationProvider};
+use crate::domain::cloud_hosts;
 use crate::domain::digest::Digest;
 use crate::domain::reference::{valid_tag, RepositoryUrl};
 use crate::domain::verification::IdentityMatch;
@@ -183,18 +185,14 @@ pub(crate) fn spec(spec: &OciRepositorySpec) -> Result<(), InvalidSpec> {
             }
         }
     }
-    if spec.provider != Provider::Generic {
-        let name = serde_json::to_value(spec.provider)
-            .ok()
-            .and_then(|v| v.as_str().map(String::from));
-        errors.push(FieldError {
-            field: "spec.provider",
-            message: format!(
-                "'{}' is not supported yet: use 'generic' with secretRef or serviceAccountName",
-                name.unwrap_or_default()
-            ),
-            unsupported: true,
-        });
+    if let (Some(cloud), Ok(url)) = (spec.provider.cloud(), RepositoryUrl::parse(&spec.url)) {
+        if let Err(e) = cloud_hosts::registry(cloud, &url.host) {
+            errors.push(FieldError {
+                field: "spec.provider",
+                message: format!("'{cloud}' cannot log in to the registry of spec.url: {e}"),
+                unsupported: false,
+            });
+        }
     }
     if spec
         .verify

@@ -203,19 +203,22 @@ async fn prepare(
         )
     });
     let verifier = CosignVerifier::new().map_err(|e| AppError::Failed(e.to_string()))?;
-    let core = Arc::new(Context::new(
-        Arc::new(HttpConnector::new()),
-        Arc::new(verifier),
-        Arc::new(KubeSecrets::new(client.clone())),
-        storage,
-        Settings {
-            advertised_addr: advertised,
-            retention_records: args.artifact_retention_records,
-            retention_ttl: args.artifact_retention_ttl,
-            ..Settings::default()
-        },
-        metrics,
-    ));
+    let core = Arc::new(
+        Context::new(
+            Arc::new(HttpConnector::new()),
+            Arc::new(verifier),
+            Arc::new(KubeSecrets::new(client.clone())),
+            storage,
+            Settings {
+                advertised_addr: advertised,
+                retention_records: args.artifact_retention_records,
+                retention_ttl: args.artifact_retention_ttl,
+                ..Settings::default()
+            },
+            metrics,
+        )
+        .with_cloud_login(super::cloud_login()?),
+    );
     let kctx = Arc::new(KubeContext {
         client: client.clone(),
         core,

@@ -1,7 +1,7 @@
 //! The composition root: the ONLY place that names concrete adapters (the HTTP registry
-//! connector, the cosign verifier, the disk store, the Kubernetes client). Each command
-//! builds what it needs from validated CLI settings and runs; errors come back as
-//! [`AppError`] with the exit code a shell user can act on.
+//! connector, the cosign verifier, the cloud logins, the disk store, the Kubernetes
+//! client). Each command builds what it needs from validated CLI settings and runs;
+//! errors come back as [`AppError`] with the exit code a shell user can act on.
 
 mod controller_cmd;
 mod progress;
@@ -41,6 +41,16 @@ impl AppError {
             Self::Failed(_) | Self::NotReady(..) => 1,
         }
     }
+}
+
+/// The cloud registry login (`spec.provider`) with the controller's environment.
+fn cloud_login() -> Result<std::sync::Arc<crate::cloud::WorkloadLogin>, AppError> {
+    crate::cloud::WorkloadLogin::new(
+        crate::cloud::CloudSettings::from_env(),
+        std::sync::Arc::new(crate::cloud::SystemClock),
+    )
+    .map(std::sync::Arc::new)
+    .map_err(|e| AppError::Failed(format!("failed to set up cloud registry logins: {e}")))
 }
 
 fn init_tracing(level: &str, encoding: LogEncoding) {

@@ -30,7 +30,8 @@ pub async fn run(args: ReconcileArgs) -> Result<(), AppError> {
             ..Settings::default()
         },
         Arc::new(Metrics::default()),
-    );
+    )
+    .with_cloud_login(super::cloud_login()?);
     let total = input.objects.len();
     let started = std::time::Instant::now();
     let results = oneshot::run(input.objects, &ctx).await;

@@ -1,9 +1,10 @@
-//! Pure rules of ocisource: references, digests, manifests, tag and layer choice,
+//! Pure rules of ocisource: references, cloud registry hosts, digests, manifests, tag and layer choice,
 //! ignore rules, limits, Kubernetes names, durations, verification policy, condition
 //! summary, requeue policy.
 //! Nothing here performs I/O, and nothing here may import kube, tokio, reqwest, axum or
 //! sigstore crates (`hack/check-domain.sh` enforces it).
 
+pub mod cloud_hosts;
 pub mod digest;
 pub mod duration;
 pub mod ignore;

@@ -1,13 +1,14 @@
-//! What every reconcile needs: the ports (registry, verifier, Secrets), the artifact
-//! store, the controller settings, and small in-memory caches (verified digests and
-//! consecutive failures). The composition root (`app`) builds it; tests build their own.
+//! What every reconcile needs: the ports (registry, verifier, Secrets, cloud logins),
+//! the artifact store, the controller settings, and small in-memory caches (verified
+//! digests and consecutive failures). The composition root (`app`) builds it; tests
+//! build their own.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::domain::limits::Limits;
-use crate::ports::{RegistryConnector, Secrets, SignatureVerifier};
+use crate::ports::{CloudLogin, RegistryConnector, Secrets, SignatureVerifier};
 use crate::server::Metrics;
 use crate::storage::Storage;
 
@@ -52,6 +53,8 @@ pub struct Context {
     pub settings: Settings,
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
+    /// Cloud registry logins for `spec.provider` (none: such objects fail to log in).
+    pub cloud: Option<Arc<dyn CloudLogin>>,
     verified: Mutex<HashMap<String, String>>,
     failures: Mutex<HashMap<String, u32>>,
 }
@@ -73,9 +76,16 @@ impl Context {
             storage,
             settings,
             metrics,
+            cloud: None,
             verified: Mutex::default(),
             failures: Mutex::default(),
         }
+    }
+
+    /// Logs in to cloud registries (`spec.provider: aws|gcp|azure`) with `cloud`.
+    pub fn with_cloud_login(mut self, cloud: Arc<dyn CloudLogin>) -> Self {
+        self.cloud = Some(cloud);
+        self
     }
 
     /// The cached verdict message for a (digest, policy) key.

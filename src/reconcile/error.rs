@@ -10,7 +10,7 @@ use crate::api::validate::InvalidSpec;
 use crate::domain::status::{Disposition, FailedStep, Failure};
 use crate::domain::verification::PolicyError;
 use crate::pipeline::{PipelineError, PipelineErrorKind};
-use crate::ports::{RegistryError, SecretsError};
+use crate::ports::{CloudLoginError, RegistryError, SecretsError};
 use crate::storage::StorageError;
 use crate::verify::VerifyError;
 
@@ -39,6 +39,9 @@ pub enum ReconcileError {
         /// What is wrong and what to do.
         problem: String,
     },
+    /// The cloud identity could not log in to the registry (`spec.provider`).
+    #[error(transparent)]
+    CloudLogin(#[from] CloudLoginError),
     /// The registry client could not be built (bad CA, bad proxy URL).
     #[error("failed to configure the registry client")]
     Client(#[source] RegistryError),
@@ -80,9 +83,10 @@ impl ReconcileError {
         use FailedStep::{Fetch, Storage, Verify};
         match self {
             Self::InvalidSpec(e) => (Fetch, e.reason(), Stalled),
-            Self::Secret { .. } | Self::SecretContent { .. } | Self::Client(_) => {
-                (Fetch, reason::AUTHENTICATION_FAILED, Retry)
-            }
+            Self::Secret { .. }
+            | Self::SecretContent { .. }
+            | Self::CloudLogin(_)
+            | Self::Client(_) => (Fetch, reason::AUTHENTICATION_FAILED, Retry),
             Self::Pipeline(e) => match e.kind() {
                 PipelineErrorKind::Authentication => (Fetch, reason::AUTHENTICATION_FAILED, Retry),
                 PipelineErrorKind::Pull => (Fetch, reason::OCI_ARTIFACT_PULL_FAILED, Retry),

@@ -6,6 +6,7 @@
 //! ExternalArtifact. Adapters are reached only through `ports`.
 
 pub mod artifact;
+pub mod cloud;
 pub mod context;
 pub mod credentials;
 pub mod error;

@@ -1,7 +1,8 @@
-//! The source step: validate the spec, build the registry session from its Secrets,
-//! resolve the ref (one HEAD for a tag), and decide whether the stored artifact is still
-//! current, in which case nothing else is fetched. Then verify the signature, before
-//! any layer is downloaded; the verdict is cached per digest and policy.
+//! The source step: validate the spec, build the registry session from its Secrets (or
+//! the cloud identity, `spec.provider`), resolve the ref (one HEAD for a tag), and decide
+//! whether the stored artifact is still current, in which case nothing else is fetched.
+//! Then verify the signature, before any layer is downloaded; the verdict is cached per
+//! digest and policy.
 
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ use crate::domain::verification::VerifyPolicy;
 use crate::pipeline::{self, Resolved};
 use crate::ports::Registry;
 
+use super::cloud;
 use super::context::Context;
 use super::credentials;
 use super::error::ReconcileError;
@@ -53,8 +55,9 @@ pub async fn resolve(
             .as_ref()
             .and_then(|s| s.media_type.as_deref()),
     );
-    let options =
+    let mut options =
         credentials::registry_options(obj, namespace, &url.host, ctx.secrets.as_ref()).await?;
+    cloud::login(obj, &url, ctx, &mut options).await?;
     let registry = ctx
         .connector
         .connect(&url.host, &url.repository, &options)

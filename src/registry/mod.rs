@@ -72,6 +72,13 @@ impl HttpConnector {
         self
     }
 
+    /// Answers `host` with `addr` instead of DNS in every session (tests reach a local
+    /// registry under a cloud registry's name, e.g. an ECR host, this way).
+    pub fn with_resolve(mut self, host: &str, addr: std::net::SocketAddr) -> Self {
+        self.settings.http = self.settings.http.with_resolve(host, addr);
+        self
+    }
+
     /// Replaces the cap on listed tags.
     pub fn with_max_tags(mut self, max: usize) -> Self {
         self.settings.max_tags = max;

@@ -1,5 +1,6 @@
 //! Builds the `reqwest` client for one session from `RegistryOptions`: extra CA roots,
-//! client identity (mTLS), proxy, connect and read timeouts, and the redirect policy.
+//! client identity (mTLS), proxy, connect and read timeouts, resolver overrides, and
+//! the redirect policy.
 //! TLS verification is on unless Flux's `insecure` asks otherwise
 //! (`insecure::skips_verification`: `insecure` without CA or client certificate). No
 //! registry protocol here.
@@ -11,6 +12,7 @@
 //! `tests/registry_origins.rs` checks that on what the other origin receives.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -50,6 +52,15 @@ fn config_err(message: impl Into<String>) -> RegistryError {
 /// timeout (no bytes for that long), but no total timeout, so long blob downloads
 /// survive while bytes flow; small requests set their own total timeout.
 pub fn build_http(options: &RegistryOptions) -> Result<reqwest::Client, RegistryError> {
+    build_http_resolving(options, &[])
+}
+
+/// [`build_http`], with host names answered by the given addresses instead of DNS (the
+/// port of an address is used when the URL names none).
+pub fn build_http_resolving(
+    options: &RegistryOptions,
+    resolve: &[(String, SocketAddr)],
+) -> Result<reqwest::Client, RegistryError> {
     let timeout = options.timeout.unwrap_or(DEFAULT_TIMEOUT);
     let mut ua = format!("ocisource/{}", env!("CARGO_PKG_VERSION"));
     if let Some(extra) = &options.user_agent {
@@ -62,6 +73,9 @@ pub fn build_http(options: &RegistryOptions) -> Result<reqwest::Client, Registry
         .read_timeout(timeout)
         .redirect(reqwest::redirect::Policy::custom(redirect_policy))
         .referer(false);
+    for (host, addr) in resolve {
+        b = b.resolve(host, *addr);
+    }
     if let Some(ca) = &options.ca_pem {
         let certs = reqwest::Certificate::from_pem_bundle(ca)
             .map_err(|e| config_err(format!("failed to parse the CA certificate (PEM): {e}")))?;
@@ -109,19 +123,28 @@ pub fn build_http(options: &RegistryOptions) -> Result<reqwest::Client, Registry
 #[derive(Clone, Debug, Default)]
 pub struct HttpCache {
     clients: Arc<Mutex<HashMap<[u8; 32], reqwest::Client>>>,
+    resolve: Arc<Vec<(String, SocketAddr)>>,
 }
 
 /// Most distinct transport settings kept; past this the cache starts over.
 const HTTP_CACHE_MAX: usize = 256;
 
 impl HttpCache {
+    /// A cache whose clients answer `host` with `addr` instead of DNS (tests reach local
+    /// servers under real registry names this way).
+    pub fn with_resolve(mut self, host: &str, addr: SocketAddr) -> Self {
+        Arc::make_mut(&mut self.resolve).push((host.to_string(), addr));
+        self.clients = Arc::default();
+        self
+    }
+
     /// The client for `options`, built on first use.
     pub fn client(&self, options: &RegistryOptions) -> Result<reqwest::Client, RegistryError> {
         let key = fingerprint(options);
         if let Some(c) = self.clients.lock().ok().and_then(|m| m.get(&key).cloned()) {
             return Ok(c);
         }
-        let client = build_http(options)?;
+        let client = build_http_resolving(options, &self.resolve)?;
         if let Ok(mut m) = self.clients.lock() {
             if m.len() >= HTTP_CACHE_MAX {
                 m.clear();

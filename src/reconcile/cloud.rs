@@ -1,0 +1,61 @@
+//! The cloud login step (`spec.provider: aws|gcp|azure`): when neither `spec.secretRef`
+//! nor the ServiceAccount's image pull secrets hold a login for the registry, the
+//! controller's workload identity logs in through `ports::CloudLogin`, as Flux does.
+//! `spec.serviceAccountName` with a provider asks for object-level workload identity
+//! (Flux's `ObjectLevelWorkloadIdentity` feature), which is not supported yet: it stalls
+//! with `ProviderNotSupported`, naming the field.
+
+use crate::api::validate::{FieldError, InvalidSpec};
+use crate::api::OciRepository;
+use crate::domain::cloud_hosts;
+use crate::domain::reference::RepositoryUrl;
+use crate::ports::{CloudIdentity, CloudLoginError, CloudLoginRequest, RegistryOptions};
+
+use super::context::Context;
+use super::error::ReconcileError;
+
+/// Sets `options.credentials` from the cloud identity when `spec.provider` asks for it and
+/// no Secret gave a login.
+pub async fn login(
+    obj: &OciRepository,
+    url: &RepositoryUrl,
+    ctx: &Context,
+    options: &mut RegistryOptions,
+) -> Result<(), ReconcileError> {
+    let Some(provider) = obj.spec.provider.cloud() else {
+        return Ok(());
+    };
+    if options.credentials.is_some() {
+        return Ok(());
+    }
+    if obj.spec.service_account_name.is_some() {
+        return Err(InvalidSpec {
+            errors: vec![FieldError {
+                field: "spec.serviceAccountName",
+                message: format!(
+                    "logging in to a '{provider}' registry as this ServiceAccount (object-level \
+                     workload identity) is not supported yet: remove spec.serviceAccountName to \
+                     log in with the controller's identity"
+                ),
+                unsupported: true,
+            }],
+        }
+        .into());
+    }
+    let registry = cloud_hosts::registry(provider, &url.host)
+        .map_err(|e| InvalidSpec::field("spec.provider", e.to_string()))?;
+    let cloud = ctx.cloud.as_ref().ok_or_else(|| CloudLoginError {
+        provider: provider.name(),
+        registry: url.host.clone(),
+        message: "this process was started without cloud logins".into(),
+    })?;
+    let credentials = cloud
+        .registry_credentials(&CloudLoginRequest {
+            registry: &registry,
+            identity: &CloudIdentity::Controller,
+            insecure: options.insecure,
+        })
+        .await?;
+    options.credentials = Some(credentials);
+    Ok(())
+}
