@@ -88,7 +88,10 @@ fuzz_target!(|data: &[u8]| {
             }
             Ok(MergeOutcome::NeedsSecondPass { sourceignore }) => {
                 assert_eq!(pass, 0, "a second pass asked for a third");
-                assert!(!sourceignore.is_empty(), "a second pass without .sourceignore files");
+                assert!(
+                    !sourceignore.is_empty(),
+                    "a second pass without .sourceignore files"
+                );
                 rules = base.clone();
                 for (dir, content) in &sourceignore {
                     rules.add_sourceignore(dir, content);
@@ -173,10 +176,19 @@ fn check_output(out: &[u8], stats: &MergeStats, pass_rules: &IgnoreRules, limits
     let files = entries.iter().filter(|e| !e.dir).count() as u64;
     assert_eq!(files, stats.files, "files vs stats");
     assert_eq!(entries.len() as u64 - files, stats.dirs, "dirs vs stats");
-    assert!(files <= limits.max_entries, "more files out than entries allowed in");
+    assert!(
+        files <= limits.max_entries,
+        "more files out than entries allowed in"
+    );
     let written: u64 = entries.iter().map(|e| e.data.len() as u64).sum();
-    assert!(written <= stats.uncompressed_bytes, "more file bytes out than tar bytes in");
-    assert!(stats.uncompressed_bytes <= limits.max_uncompressed_bytes, "size cap");
+    assert!(
+        written <= stats.uncompressed_bytes,
+        "more file bytes out than tar bytes in"
+    );
+    assert!(
+        stats.uncompressed_bytes <= limits.max_uncompressed_bytes,
+        "size cap"
+    );
 
     // The rules the output was decided with: the pass's rules plus every .sourceignore
     // that made it into the output.
@@ -205,7 +217,10 @@ fn check_output(out: &[u8], stats: &MergeStats, pass_rules: &IgnoreRules, limits
         assert!(!base.starts_with(".wh."), "whiteout {p:?} written");
         assert!(seen.insert(p), "entry {p:?} written twice");
         if let Some((parent, _)) = p.rsplit_once('/') {
-            assert!(seen_dirs.contains(parent), "{p:?} comes before its directory");
+            assert!(
+                seen_dirs.contains(parent),
+                "{p:?} comes before its directory"
+            );
         }
         if e.dir {
             seen_dirs.insert(p);

@@ -31,7 +31,10 @@ fuzz_target!(|data: &[u8]| {
     };
     let public = public_text(json);
     for s in &secrets {
-        assert!(!shown.contains(s.as_str()) || public.contains(s.as_str()), "secret in {shown}");
+        assert!(
+            !shown.contains(s.as_str()) || public.contains(s.as_str()),
+            "secret in {shown}"
+        );
     }
     if parsed.is_err() {
         return;
@@ -66,7 +69,10 @@ fuzz_target!(|data: &[u8]| {
             Err(e) => {
                 let shown = format!("{e} {e:?}");
                 for s in &secrets {
-                    assert!(!shown.contains(s.as_str()) || public.contains(s.as_str()), "secret in {shown}");
+                    assert!(
+                        !shown.contains(s.as_str()) || public.contains(s.as_str()),
+                        "secret in {shown}"
+                    );
                 }
             }
         }

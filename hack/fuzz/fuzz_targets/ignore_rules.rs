@@ -37,7 +37,10 @@ fuzz_target!(|data: &[u8]| {
             continue;
         }
         rules.add_sourceignore(&dir, &content);
-        assert!(rules.has_sourceignore(&dir, &content), "loaded .sourceignore not known");
+        assert!(
+            rules.has_sourceignore(&dir, &content),
+            "loaded .sourceignore not known"
+        );
     }
     assert!(rules.sourceignore_count() <= 2);
     let again = {
@@ -56,8 +59,16 @@ fuzz_target!(|data: &[u8]| {
         let is_dir = line.ends_with('/');
         let path = line.trim_matches('/');
         let ignored = rules.is_ignored(path, is_dir);
-        assert_eq!(again.is_ignored(path, is_dir), ignored, "reloading changed {path:?}");
-        assert_eq!(rules.is_ignored(&format!("/{path}/"), is_dir), ignored, "slashes changed {path:?}");
+        assert_eq!(
+            again.is_ignored(path, is_dir),
+            ignored,
+            "reloading changed {path:?}"
+        );
+        assert_eq!(
+            rules.is_ignored(&format!("/{path}/"), is_dir),
+            ignored,
+            "slashes changed {path:?}"
+        );
         if ignored {
             continue;
         }

@@ -19,13 +19,23 @@ fuzz_target!(|data: &[u8]| {
     let parts = split(data, FIELD, 2);
     let header = field(&parts, 0);
     let page = field(&parts, 1);
-    let page = if page.is_empty() { PAGE.to_string() } else { page };
+    let page = if page.is_empty() {
+        PAGE.to_string()
+    } else {
+        page
+    };
 
     if let Some(target) = next_link(&header) {
-        assert!(header.contains(&target), "next target {target:?} not in the header");
+        assert!(
+            header.contains(&target),
+            "next target {target:?} not in the header"
+        );
         if let Ok(base) = url::Url::parse(&page) {
             if let Ok(next) = base.join(&target) {
-                assert!(url::Url::parse(next.as_str()).is_ok(), "{next} does not re-parse");
+                assert!(
+                    url::Url::parse(next.as_str()).is_ok(),
+                    "{next} does not re-parse"
+                );
             }
         }
     }
@@ -37,7 +47,11 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(next_link(&plain).as_deref(), Some(target), "{plain}");
         let after_prev = format!("<{page}>; rel=\"prev\", <{target}>; rel=next");
         if !page.contains([',', ';', '<', '>']) {
-            assert_eq!(next_link(&after_prev).as_deref(), Some(target), "{after_prev}");
+            assert_eq!(
+                next_link(&after_prev).as_deref(),
+                Some(target),
+                "{after_prev}"
+            );
         }
     }
 });

@@ -58,16 +58,27 @@ fuzz_target!(|data: &[u8]| {
     }
 
     if let Ok(p) = Platform::parse(&platform) {
-        assert_eq!(Platform::parse(&p.to_string()).as_ref(), Ok(&p), "platform round trip");
+        assert_eq!(
+            Platform::parse(&p.to_string()).as_ref(),
+            Ok(&p),
+            "platform round trip"
+        );
     }
     // `registry::manifest`: the header digest is trimmed and parsed; the reference is a
     // tag or a digest.
     if let Ok(d) = reference.trim().parse::<Digest>() {
-        assert_eq!(d.to_string().parse::<Digest>().as_ref(), Ok(&d), "digest round trip");
+        assert_eq!(
+            d.to_string().parse::<Digest>().as_ref(),
+            Ok(&d),
+            "digest round trip"
+        );
         assert!(valid_reference(&d.to_string()));
     }
     if valid_reference(&reference) {
-        assert!(!reference.contains('/'), "a reference with '/' was accepted");
+        assert!(
+            !reference.contains('/'),
+            "a reference with '/' was accepted"
+        );
     }
 });
 

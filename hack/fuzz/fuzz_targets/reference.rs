@@ -12,9 +12,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use ocisource::domain::digest::Digest;
-use ocisource::domain::reference::{
-    parse_image_ref, revision, valid_tag, RefSpec, RepositoryUrl,
-};
+use ocisource::domain::reference::{parse_image_ref, revision, valid_tag, RefSpec, RepositoryUrl};
 use ocisource_fuzz::{field, split, FIELD};
 
 fuzz_target!(|data: &[u8]| {
@@ -29,7 +27,11 @@ fuzz_target!(|data: &[u8]| {
         Ok(u) => {
             check_url(&u);
             let shown = u.to_string();
-            assert_eq!(RepositoryUrl::parse(&shown).as_ref(), Ok(&u), "url round trip");
+            assert_eq!(
+                RepositoryUrl::parse(&shown).as_ref(),
+                Ok(&u),
+                "url round trip"
+            );
         }
         Err(e) => assert!(!e.to_string().is_empty()),
     }
@@ -69,8 +71,14 @@ fuzz_target!(|data: &[u8]| {
         digest.as_deref(),
     ) {
         Ok(RefSpec::Digest(d)) => {
-            let text = digest.as_deref().expect("a digest ref comes from the digest field");
-            assert_eq!(d.to_string(), text.trim(), "digest ref re-renders to itself");
+            let text = digest
+                .as_deref()
+                .expect("a digest ref comes from the digest field");
+            assert_eq!(
+                d.to_string(),
+                text.trim(),
+                "digest ref re-renders to itself"
+            );
             assert_eq!(revision(None, &d), d.to_string());
         }
         Ok(RefSpec::Tag(t)) => {
@@ -87,10 +95,18 @@ fuzz_target!(|data: &[u8]| {
 
 fn check_url(u: &RepositoryUrl) {
     assert!(!u.host.is_empty(), "empty host");
-    assert!(!u.host.contains('/') && !u.host.contains('@'), "host {:?}", u.host);
+    assert!(
+        !u.host.contains('/') && !u.host.contains('@'),
+        "host {:?}",
+        u.host
+    );
     assert!(!u.repository.is_empty(), "empty repository");
     assert!(!u.repository.contains('@'), "repository {:?}", u.repository);
     for c in u.repository.split('/') {
-        assert!(!c.is_empty() && c != "." && c != "..", "repository {:?}", u.repository);
+        assert!(
+            !c.is_empty() && c != "." && c != "..",
+            "repository {:?}",
+            u.repository
+        );
     }
 }

@@ -26,10 +26,18 @@ fuzz_target!(|data: &[u8]| {
     for tag in &tags {
         let Some(v) = parse_tag(tag) else { continue };
         let shown = v.to_string();
-        assert_eq!(parse_tag(&shown).as_ref(), Some(&v), "tag {tag:?} → {shown}");
+        assert_eq!(
+            parse_tag(&shown).as_ref(),
+            Some(&v),
+            "tag {tag:?} → {shown}"
+        );
         let mut core = v.clone();
         core.build = semver::BuildMetadata::EMPTY;
-        for (range, admits) in [(format!("={core}"), true), (format!(">={core}"), true), (format!("<{core}"), false)] {
+        for (range, admits) in [
+            (format!("={core}"), true),
+            (format!(">={core}"), true),
+            (format!("<{core}"), false),
+        ] {
             let r = VersionRange::parse(&range)
                 .unwrap_or_else(|e| panic!("range {range:?} from tag {tag:?} refused: {e}"));
             assert_eq!(r.matches(&v), admits, "range {range:?} on version {v}");
@@ -59,16 +67,26 @@ fuzz_target!(|data: &[u8]| {
     };
     match choose_tag(tags.iter().copied(), &range, filter.as_ref()) {
         Some((tag, v)) => {
-            assert_eq!(admitted(tag).as_ref(), Some(&v), "chosen tag {tag:?} not admitted");
+            assert_eq!(
+                admitted(tag).as_ref(),
+                Some(&v),
+                "chosen tag {tag:?} not admitted"
+            );
             for other in &tags {
                 if let Some(w) = admitted(other) {
-                    assert!(precedence(&w) <= precedence(&v), "{other:?} beats chosen {tag:?}");
+                    assert!(
+                        precedence(&w) <= precedence(&v),
+                        "{other:?} beats chosen {tag:?}"
+                    );
                 }
             }
         }
         None => {
             for other in &tags {
-                assert!(admitted(other).is_none(), "{other:?} admitted but none chosen");
+                assert!(
+                    admitted(other).is_none(),
+                    "{other:?} admitted but none chosen"
+                );
             }
         }
     }

@@ -13,7 +13,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use ocisource::domain::secret::{Credentials, Redacted};
-use ocisource::registry::auth::{parse_challenge, AuthState, Authorization, Challenge, TokenResponse};
+use ocisource::registry::auth::{
+    parse_challenge, AuthState, Authorization, Challenge, TokenResponse,
+};
 use ocisource_fuzz::{bytes, field, split, FIELD};
 
 const PASSWORD: &str = "fuzz-password-7d1c";
@@ -31,9 +33,18 @@ fuzz_target!(|data: &[u8]| {
     let trimmed = header.trim();
     let (scheme, rest) = trimmed.split_once(' ').unwrap_or((trimmed, ""));
     let flipped = format!("{} {rest}", flip_case(scheme));
-    assert_eq!(parse_challenge(&flipped).as_ref(), Some(&challenge), "scheme case");
+    assert_eq!(
+        parse_challenge(&flipped).as_ref(),
+        Some(&challenge),
+        "scheme case"
+    );
 
-    if let Challenge::Bearer { realm, service, scope: challenge_scope } = &challenge {
+    if let Challenge::Bearer {
+        realm,
+        service,
+        scope: challenge_scope,
+    } = &challenge
+    {
         let fields = [Some(realm), service.as_ref(), challenge_scope.as_ref()];
         if fields.iter().flatten().all(|v| !v.contains('"')) {
             let mut shown = format!("Bearer realm=\"{realm}\"");
@@ -43,7 +54,11 @@ fuzz_target!(|data: &[u8]| {
             if let Some(s) = challenge_scope {
                 shown.push_str(&format!(", scope=\"{s}\""));
             }
-            assert_eq!(parse_challenge(&shown).as_ref(), Some(&challenge), "{shown}");
+            assert_eq!(
+                parse_challenge(&shown).as_ref(),
+                Some(&challenge),
+                "{shown}"
+            );
         }
         // `fetch_token`: the realm must be a URL; service and scope go into its query.
         if let Ok(mut url) = url::Url::parse(realm) {
@@ -55,7 +70,9 @@ fuzz_target!(|data: &[u8]| {
                 q.append_pair("scope", &scope);
             }
             let again = url::Url::parse(url.as_str()).expect("a token URL re-parses");
-            assert!(again.query_pairs().any(|(k, v)| k == "scope" && v == scope.as_str()));
+            assert!(again
+                .query_pairs()
+                .any(|(k, v)| k == "scope" && v == scope.as_str()));
         }
     }
 
@@ -63,8 +80,14 @@ fuzz_target!(|data: &[u8]| {
         username: "fuzz".into(),
         password: Redacted::new(PASSWORD.into()),
     }));
-    assert!(state.learn(&challenge), "the first challenge changes the mode");
-    assert!(!state.learn(&challenge), "the same challenge twice changes nothing");
+    assert!(
+        state.learn(&challenge),
+        "the first challenge changes the mode"
+    );
+    assert!(
+        !state.learn(&challenge),
+        "the same challenge twice changes nothing"
+    );
     match (&challenge, state.authorization(&scope)) {
         (Challenge::Basic, Authorization::Header(h)) => {
             assert!(h.expose().starts_with("Basic "));
@@ -87,13 +110,21 @@ fuzz_target!(|data: &[u8]| {
     state.store_token(&scope, token.clone(), life);
     if let Challenge::Bearer { .. } = challenge {
         match state.authorization(&scope) {
-            Authorization::Header(h) => assert_eq!(h.expose(), &format!("Bearer {}", token.expose())),
+            Authorization::Header(h) => {
+                assert_eq!(h.expose(), &format!("Bearer {}", token.expose()))
+            }
             other => panic!("stored token not used: {}", describe(&other)),
         }
         let other_scope = format!("{scope}#other");
-        assert!(matches!(state.authorization(&other_scope), Authorization::NeedToken { .. }));
+        assert!(matches!(
+            state.authorization(&other_scope),
+            Authorization::NeedToken { .. }
+        ));
         state.drop_token(&scope);
-        assert!(matches!(state.authorization(&scope), Authorization::NeedToken { .. }));
+        assert!(matches!(
+            state.authorization(&scope),
+            Authorization::NeedToken { .. }
+        ));
     }
 });
 

@@ -56,7 +56,10 @@ mod tests {
 
     #[test]
     fn splits_at_most_max() {
-        assert_eq!(split(b"a\x1eb\x1ec", FIELD, 2), vec![&b"a"[..], &b"b\x1ec"[..]]);
+        assert_eq!(
+            split(b"a\x1eb\x1ec", FIELD, 2),
+            vec![&b"a"[..], &b"b\x1ec"[..]]
+        );
         assert_eq!(split(b"abc", FIELD, 4), vec![&b"abc"[..]]);
         assert_eq!(split(b"", FIELD, 4), vec![&b""[..]]);
     }
