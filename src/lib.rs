@@ -24,3 +24,15 @@ pub mod registry;
 pub mod server;
 pub mod storage;
 pub mod verify;
+
+/// Entry points for the `cargo fuzz` targets in `hack/fuzz/` to parsers that the public
+/// API does not reach on their own; built only with the `fuzzing` feature (off by default).
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing {
+    pub use crate::verify::cosign_v2::check_payload_digest;
+
+    /// The tag-or-digest check the registry adapter applies to a manifest reference.
+    pub fn valid_reference(reference: &str) -> bool {
+        crate::registry::client::valid_reference(reference)
+    }
+}

@@ -64,10 +64,12 @@ impl Partial {
         let mut next = |name: &str| -> Result<Option<u64>, String> {
             match parts.next() {
                 None | Some("x" | "X" | "*") => Ok(None),
-                Some(p) => p
-                    .parse::<u64>()
-                    .map(Some)
-                    .map_err(|_| format!("bad {name} '{p}' in '{s}'")),
+                // u64::MAX is refused too: ranges compute the next number up.
+                Some(p) => match p.parse::<u64>() {
+                    Ok(n) if n < u64::MAX => Ok(Some(n)),
+                    Ok(_) => Err(format!("{name} '{p}' in '{s}' is too large")),
+                    Err(_) => Err(format!("bad {name} '{p}' in '{s}'")),
+                },
             }
         };
         let (major, minor, patch) = (next("major")?, next("minor")?, next("patch")?);
@@ -479,6 +481,21 @@ mod tests {
             VersionRange::parse(range).is_err(),
             "{range:?} should not parse"
         );
+    }
+
+    /// Found by `hack/fuzz` (target semver_tags, seed
+    /// `hack/fuzz/seeds/semver_tags/u64-max-major`): the range's upper bound `m + 1`
+    /// overflowed for a part of `u64::MAX`.
+    #[rstest]
+    #[case("18446744073709551615")]
+    #[case("^18446744073709551615")]
+    #[case("~1.18446744073709551615")]
+    #[case("<=1.18446744073709551615")]
+    #[case("1.2 - 3.18446744073709551615")]
+    fn a_part_of_u64_max_is_refused_not_an_overflow(#[case] range: &str) {
+        let err = VersionRange::parse(range).unwrap_err();
+        assert!(err.contains("too large"), "{err}");
+        assert!(VersionRange::parse("^18446744073709551614").is_ok());
     }
 
     #[test]

@@ -78,6 +78,10 @@ fn parse_params(s: &str) -> Vec<(String, String)> {
     out
 }
 
+/// Longest a token is cached, whatever the token service's `expires_in` says: a huge
+/// value would overflow the expiry instant.
+pub const MAX_TOKEN_LIFE: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// The token endpoint's answer (`token` or `access_token`, optional `expires_in`).
 #[derive(serde::Deserialize)]
 pub struct TokenResponse {
@@ -91,7 +95,8 @@ impl TokenResponse {
     pub fn into_token(self) -> Option<(Redacted<String>, Duration)> {
         let token = self.token.filter(|t| !t.is_empty()).or(self.access_token)?;
         // Registries default to 60 s; renew a little early.
-        let life = Duration::from_secs(self.expires_in.unwrap_or(60).max(10) - 5);
+        let life =
+            Duration::from_secs(self.expires_in.unwrap_or(60).max(10) - 5).min(MAX_TOKEN_LIFE);
         Some((Redacted::new(token), life))
     }
 }
@@ -200,10 +205,11 @@ impl AuthState {
         changed
     }
 
-    /// Caches a token for `scope`.
+    /// Caches a token for `scope`, for at most [`MAX_TOKEN_LIFE`].
     pub fn store_token(&self, scope: &str, token: Redacted<String>, life: Duration) {
+        let until = Instant::now() + life.min(MAX_TOKEN_LIFE);
         if let Ok(mut t) = self.tokens.lock() {
-            t.insert(scope.to_string(), (token, Instant::now() + life));
+            t.insert(scope.to_string(), (token, until));
         }
     }
 
@@ -240,6 +246,27 @@ mod tests {
         );
         assert_eq!(parse_challenge("Negotiate"), None);
         assert_eq!(parse_challenge("Bearer service=x"), None);
+    }
+
+    /// Found by `hack/fuzz` (target www_authenticate, seed
+    /// `hack/fuzz/seeds/www_authenticate/huge-expires-in`): an `expires_in` near
+    /// `u64::MAX` overflowed the expiry instant and panicked.
+    #[test]
+    fn a_huge_expires_in_is_capped_instead_of_overflowing() {
+        let t: TokenResponse =
+            serde_json::from_str(r#"{"token":"t","expires_in":18446744073709551615}"#).unwrap();
+        let (tok, life) = t.into_token().unwrap();
+        assert_eq!(life, MAX_TOKEN_LIFE);
+        let state = AuthState::new(None);
+        state.learn(&Challenge::Bearer {
+            realm: "r".into(),
+            service: None,
+            scope: None,
+        });
+        state.store_token("s", tok.clone(), Duration::MAX);
+        assert!(
+            matches!(state.authorization("s"), Authorization::Header(h) if h.expose() == "Bearer t")
+        );
     }
 
     #[test]

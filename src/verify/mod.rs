@@ -12,7 +12,7 @@
 //! port, so v3 discovery uses only the referrers tag schema fallback, which cosign also
 //! writes when a registry lacks the API.
 
-mod cosign_v2;
+pub(crate) mod cosign_v2;
 mod cosign_v3;
 mod discover;
 mod keys;
