@@ -209,9 +209,10 @@ def run_fleet(kind: str, tag: str, cluster: Cluster, reg, bin_path: str, out: Pa
 
 
 def run_single(kind: str, tag: str, cluster: Cluster, reg, bin_path: str, out: Path,
-               image: dict, concurrent: int, deadline_s: float) -> dict:
+               image: dict, concurrent: int, deadline_s: float, keep: bool = False) -> dict:
     """One object created once the controller is idle: time from create to Ready, the CPU
-    it took, the RSS growth over idle; the artifact's file list for the equivalence check."""
+    it took, the RSS growth over idle. With `keep`, a copy of the artifact is kept (the
+    controller deletes its own at cleanup) for the equivalence check; see `cleanup_storage`."""
     kube = cluster.kube
     ns = f"b{tag}".lower()
     d = out / tag
@@ -233,20 +234,25 @@ def run_single(kind: str, tag: str, cluster: Cluster, reg, bin_path: str, out: P
                                f"({(d / 'controller.log').read_text(errors='replace')[-400:]})")
         wall = watcher.ready_at - t0
         end = sample(proc.pid)
+        res = {"ready_s": wall, "cpu_s": end["cpu_s"] - idle["cpu_s"], "idle_mib": idle["rss_mib"],
+               "hwm_mib": end["hwm_mib"], "growth_mib": end["hwm_mib"] - idle["rss_mib"], "artifact": ""}
         obj = next(iter(watcher.objects.values()))
         path = ((obj.get("status") or {}).get("artifact") or {}).get("path", "")
-        return {"ready_s": wall, "cpu_s": end["cpu_s"] - idle["cpu_s"], "idle_mib": idle["rss_mib"],
-                "hwm_mib": end["hwm_mib"], "growth_mib": end["hwm_mib"] - idle["rss_mib"],
-                "artifact": str(d / "storage" / path) if path else ""}
+        if keep and path:
+            res["artifact"] = str(d / "artifact.tar.gz")
+            shutil.copyfile(d / "storage" / path, res["artifact"])
+        return res
     finally:
         watcher.stop()
         kube.delete_namespace(ns, base, 120)
         stop_process(proc)
+        shutil.rmtree(d / "storage", ignore_errors=True)
 
 
 def cleanup_storage(res: dict) -> None:
+    """Removes the artifact copy `run_single(keep=True)` made."""
     if res.get("artifact"):
-        shutil.rmtree(Path(res["artifact"]).parents[3], ignore_errors=True)
+        Path(res["artifact"]).unlink(missing_ok=True)
 
 
 __all__ = ["Cluster", "run_fleet", "run_single", "cleanup_storage", "registry_split",

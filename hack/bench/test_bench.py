@@ -191,6 +191,7 @@ apiserver_request_total{code="200",component="apiserver",dry_run="",group="",res
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="ocisource.dev",resource="ocirepositories",scope="namespace",subresource="status",verb="PATCH",version="v1beta1"} 40
 apiserver_request_total{code="409",component="apiserver",dry_run="",group="ocisource.dev",resource="ocirepositories",scope="namespace",subresource="status",verb="PATCH",version="v1beta1"} 2
 apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="events",scope="namespace",subresource="",verb="POST",version="v1"} 5
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="coordination.k8s.io",resource="leases",scope="namespace",subresource="",verb="PUT",version="v1"} 11
 apiserver_request_duration_seconds_count{group="",resource="events",verb="POST"} 5
 """
 
@@ -219,7 +220,7 @@ class ParseTest(unittest.TestCase):
         after = kube.request_counts(METRICS.replace("} 40", "} 140").replace(
             'verb="GET",version=""} 7', 'verb="GET",version=""} 9'))
         delta = kube.count_delta(after, before)
-        self.assertEqual(delta, {("PATCH", "ocirepositories", "status"): 100})
+        self.assertEqual(delta, {"PATCH ocirepositories/status": 100})
         self.assertEqual(kube.summarize(delta), "PATCH ocirepositories/status: 100")
 
     def test_registry_requests_are_split_by_kind_with_pings_apart(self):
@@ -229,13 +230,15 @@ class ParseTest(unittest.TestCase):
         self.assertEqual(got, {"ping": 1, "HEAD manifest": 1, "GET manifest": 1, "GET blob": 2,
                                "GET other": 1})
 
-    def test_medians_skip_missing_figures_and_request_totals_leave_pings_out(self):
+    def test_medians_skip_missing_figures_and_request_totals_count_pings_too(self):
         runs = [{"t": 3.0, "reg": {"ping": 9, "GET blob": 1}}, {"t": None, "reg": {"GET blob": 5}},
                 {"t": 1.0, "reg": {"HEAD manifest": 2}}, {"error": "boom"}]
         self.assertEqual(versus.med(runs, "t"), 2.0)
         self.assertEqual(versus.med(runs, "missing"), None)
-        self.assertEqual(versus.med_count(runs, "reg"), 2)
-        self.assertEqual(versus.med_count(runs, "reg", skip_ping=False), 5)
+        self.assertEqual(versus.med_count(runs, "reg"), 5)
+        self.assertEqual(versus.med_count(runs, "reg", only="ping"), 0)
+        self.assertEqual(versus.reg_text(runs[:1], "reg"), "10 (9 `GET /v2/` pings)")
+        self.assertEqual(versus.reg_text(runs[1:2], "reg"), "5")
 
     def test_missed_targets_name_their_scenario(self):
         rep = run.Report()

@@ -34,11 +34,16 @@ def med(runs: list[dict], key: str) -> float | None:
     return statistics.median(vals) if vals else None
 
 
-def med_count(runs: list[dict], key: str, skip_ping: bool = True) -> float | None:
-    """Median over runs of the total of a request-count dict (pings left out)."""
-    vals = [sum(v for k, v in r[key].items() if not (skip_ping and k == "ping"))
+def med_count(runs: list[dict], key: str, only: str | None = None) -> float | None:
+    """Median over runs of the total of a request-count dict (or of its entry `only`)."""
+    vals = [sum(v for k, v in r[key].items() if only is None or k == only)
             for r in runs if key in r]
     return statistics.median(vals) if vals else None
+
+
+def reg_text(runs: list[dict], key: str) -> str:
+    pings = med_count(runs, key, "ping")
+    return f"{med_count(runs, key):,.0f}" + (f" ({pings:,.0f} `GET /v2/` pings)" if pings else "")
 
 
 def ratio_row(rep, what: str, a: float | None, b: float | None, unit: str, target: float | None,
@@ -81,12 +86,12 @@ def controller_row(rep, scen: str, kind: str, runs: list[dict], n: int) -> None:
     parts = [f"{ready}/{n} Ready" + ("" if all(r["all_ready"] for r in ok) else " (deadline hit)")]
     parts.append(f"CPU to all Ready {med(ok, 'cpu_ready_s'):.2f} s")
     if any("reg_steady" in r for r in ok):
-        parts.append(f"registry requests first {med_count(ok, 'reg_first'):,.0f}, "
-                     f"steady interval {med_count(ok, 'reg_steady'):,.0f}")
+        parts.append(f"registry requests first {reg_text(ok, 'reg_first')}, "
+                     f"steady interval {reg_text(ok, 'reg_steady')}")
         parts.append(f"API requests first {med_count(ok, 'api_first'):,.0f}, "
                      f"steady interval {med_count(ok, 'api_steady'):,.0f}")
     else:
-        parts.append(f"registry requests {med_count(ok, 'reg_first'):,.0f}, API requests "
+        parts.append(f"registry requests {reg_text(ok, 'reg_first')}, API requests "
                      f"{med_count(ok, 'api_first'):,.0f} (to all Ready)")
     parts.append(f"RSS at the end {med(ok, 'rss_mib'):.1f} MiB")
     rep.row(scen, DISPLAY[kind], wall=med(ok, "ready_s"), cpu=med(ok, "cpu_s"), rss=med(ok, "hwm_mib"),
@@ -193,11 +198,9 @@ def scenario8(rep, ctx, aset: dict) -> None:
 
     def one(kind: str, run: int) -> dict:
         r = run_single(kind, f"s8-{kind}-r{run}", ctx.cluster, ctx.reg, ctx.bin, ctx.out,
-                       images[0], CONCURRENT, 900)
+                       images[0], CONCURRENT, 900, keep=run == 0)
         if run == 0:
             kept[kind] = r
-        else:
-            cleanup_storage(r)
         return r
 
     res = alternate(runs, KINDS, one)
@@ -257,7 +260,9 @@ def scenarios678(rep, only: set[int], quick: bool, runs: int, bin_path: str, wor
             images = push_renamed(reg, sets["fleet"], "bench/noop", "bench/fleet")
             if 6 in only:
                 scenario6(rep, ctx, images)
-            if 7 in only and not quick:
+            if 7 in only and quick:
+                rep.notes.append("scenario 7 (10,000 objects) is not run in quick mode.")
+            elif 7 in only:
                 scenario7(rep, ctx, images)
         if 8 in only:
             scenario8(rep, ctx, sets["single"])
