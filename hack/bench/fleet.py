@@ -179,7 +179,7 @@ def run_fleet(kind: str, tag: str, cluster: Cluster, reg, bin_path: str, out: Pa
         if proc.poll() is not None:
             raise RuntimeError(f"controller exited with {proc.returncode}: "
                                f"{(d / 'controller.log').read_text(errors='replace')[-600:]}")
-        res: dict = {"n": n, "ready": len(watcher.ready), "all_ready": bool(done)}
+        res: dict = {"n": n, "ready": len(watcher.ready), "all_ready": bool(done), "interval_s": interval_s}
         res["ready_s"] = (watcher.ready_at - t0) if done else None
         at_ready = sample(proc.pid)
         res["cpu_ready_s"] = at_ready["cpu_s"]
