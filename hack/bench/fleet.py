@@ -47,12 +47,14 @@ class Cluster:
         return subprocess.run([str(ROOT / "hack/cluster.sh"), "built"], env=self.env,
                               capture_output=True).returncode == 0
 
-    def up(self, ocisource_bin: str) -> None:
+    def up(self, ocisource_bin: str, build: bool) -> None:
+        """Starts the control plane (`up` builds what is missing first, `start` never does)."""
         with open(self.dir.parent / "bench-cluster.log", "wb") as log:
-            r = subprocess.run([str(ROOT / "hack/cluster.sh"), "up"], env=self.env, stdout=log,
-                               stderr=subprocess.STDOUT)
+            r = subprocess.run([str(ROOT / "hack/cluster.sh"), "up" if build else "start"],
+                               env=self.env, stdout=log, stderr=subprocess.STDOUT)
         if r.returncode != 0:
-            raise RuntimeError(f"hack/cluster.sh up failed (log: {self.dir.parent / 'bench-cluster.log'})")
+            raise RuntimeError(f"hack/cluster.sh failed to start the control plane "
+                               f"(log: {self.dir.parent / 'bench-cluster.log'})")
         out = subprocess.run([str(ROOT / "hack/cluster.sh"), "env"], env=self.env,
                              capture_output=True, text=True, check=True).stdout
         for line in out.splitlines():

@@ -243,7 +243,8 @@ def scenarios678(rep, only: set[int], quick: bool, runs: int, bin_path: str, wor
                  sets: dict, log) -> None:
     """Brings the private cluster up, runs the selected scenarios, takes it down."""
     cluster = Cluster(work)
-    if not cluster.built():
+    built = cluster.built()
+    if not built:
         reason = ("the control plane and Flux binaries are not built (hack/cluster.sh build, "
                   "about an hour the first time)")
         if quick:
@@ -254,7 +255,7 @@ def scenarios678(rep, only: set[int], quick: bool, runs: int, bin_path: str, wor
         log("building the control plane and Flux (first time only)")
     t = time.perf_counter()
     try:
-        cluster.up(bin_path)
+        cluster.up(bin_path, build=not built)
         log(f"private control plane up in {time.perf_counter() - t:.0f} s ({cluster.dir})")
         ctx = Ctx(cluster=cluster, reg=reg, bin=bin_path, out=out, quick=quick, runs=runs,
                   data=rep.data, log=log)
