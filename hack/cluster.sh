@@ -54,6 +54,13 @@ go_build() {
   echo "$name $ver $(( $(date +%s) - t0 ))s" >>"$CACHE/build-times.txt"
 }
 
+# Module versions the Go module proxy reachable here does not serve (HTTP 403 "not
+# available" for the zip), each replaced by the nearest later release that it serves and
+# the checksum database knows: source-controller v1.9.5 pins fluxcd/pkg/artifact v0.18.3;
+# with v0.20.0 Go's version selection also lifts fluxcd/pkg/oci to v0.69.0 and
+# fluxcd/pkg/apis/meta to v1.31.0 (`go version -m` on the binary lists them).
+MODULE_SUBSTITUTES=("github.com/fluxcd/pkg/artifact@v0.18.3=v0.20.0")
+
 # Flux controllers keep `replace <module>/api => ./api`; the api module is published
 # on its own at the same version, so the local replace becomes a versioned require.
 build_flux_component() {
@@ -65,6 +72,13 @@ build_flux_component() {
   if grep -q "^replace $mod/api => ./api" "$src/go.mod"; then
     (cd "$src" && go mod edit -dropreplace "$mod/api" -require "$mod/api@$ver")
   fi
+  local sub dep old new
+  for sub in "${MODULE_SUBSTITUTES[@]}"; do
+    dep="${sub%%@*}"; old="${sub#*@}"; old="${old%%=*}"; new="${sub#*=}"
+    if grep -qE "^[[:space:]]*$dep $old( |$)" "$src/go.mod"; then
+      (cd "$src" && go mod edit -replace "$dep=$dep@$new")
+    fi
+  done
   go_build "$name" "$ver" "$out" "$src" "$pkg"
   # Flux's CRDs come from the same module as the controller that owns them.
   if [ -d "$src/config/crd/bases" ]; then

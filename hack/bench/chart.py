@@ -16,6 +16,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import NullFormatter, ScalarFormatter  # noqa: E402
 
 
 NAMES = {"ocisource": ("ocisource", "#2b6cb0", "o"), "flux": ("Flux source-controller", "#dd6b20", "s")}
@@ -38,6 +39,8 @@ def fleet(data: dict, dst: str) -> int:
                             xytext=(4, 4), fontsize=7, color=color)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("OCIRepository objects (N)", fontsize=8)
         ax.set_title(title + " (lower is better)", fontsize=10)
         ax.tick_params(labelsize=8)

@@ -77,7 +77,8 @@ def failed(rep, label: str, res: dict[str, list[dict]]) -> bool:
     return bool(bad)
 
 
-def controller_row(rep, scen: str, kind: str, runs: list[dict], n: int) -> None:
+def controller_row(rep, scen: str, kind: str, runs: list[dict], n: int,
+                   steady: str = "steady interval") -> None:
     ok = [r for r in runs if "error" not in r]
     if not ok:
         rep.row(scen, DISPLAY[kind], ratio="failed", target="", met=None)
@@ -89,9 +90,9 @@ def controller_row(rep, scen: str, kind: str, runs: list[dict], n: int) -> None:
     parts.append(f"CPU to all Ready {med(ok, 'cpu_ready_s'):.2f} s")
     if any("reg_steady" in r for r in ok):
         parts.append(f"registry requests first {reg_text(ok, 'reg_first')}, "
-                     f"steady interval {reg_text(ok, 'reg_steady')}")
+                     f"{steady} {reg_text(ok, 'reg_steady')}")
         parts.append(f"API requests first {med_count(ok, 'api_first'):,.0f}, "
-                     f"steady interval {med_count(ok, 'api_steady'):,.0f}")
+                     f"{steady} {med_count(ok, 'api_steady'):,.0f}")
     else:
         parts.append(f"registry requests {reg_text(ok, 'reg_first')}, API requests "
                      f"{med_count(ok, 'api_first'):,.0f} (to all Ready)")
@@ -173,7 +174,7 @@ def scenario7(rep, ctx, images: list[dict]) -> None:
     failed(rep, "scenario 7", res)
     ok = [r for r in res["ocisource"] if "error" not in r]
     for i, kind in enumerate(kinds):
-        controller_row(rep, label if i == 0 else "", kind, res[kind], n)
+        controller_row(rep, label if i == 0 else "", kind, res[kind], n, "in the 30 s after")
     if ok:
         steady = med(ok, "rss_mib")
         all_ready = all(r["all_ready"] for r in ok)
