@@ -18,12 +18,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
 
 from kube import Kube, KubeError, Watcher, count_delta, request_counts
-from measure import proc_cpu, proc_status, stop_process
+from measure import proc_cpu, proc_status
 from oci import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,6 +101,18 @@ def start_controller(kind: str, cluster: Cluster, ocisource_bin: str, d: Path,
     return proc, hport
 
 
+def note(tag: str, what: str, t0: float) -> None:
+    """A progress line on stderr: which run, what just finished, seconds since `t0`."""
+    print(f"[bench {time.strftime('%H:%M:%S')}]   {tag}: {what} (+{time.monotonic() - t0:.1f} s)",
+          file=sys.stderr, flush=True)
+
+
+def kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
 def wait_ready(proc: subprocess.Popen, hport: int, log: Path, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -155,17 +168,19 @@ def registry_split(reqs: list[str]) -> dict[str, int]:
 
 def run_fleet(kind: str, tag: str, cluster: Cluster, reg, bin_path: str, out: Path,
               images: list[dict], n: int, concurrent: int, interval_s: int, steady_s: float,
-              deadline_s: float) -> dict:
+              deadline_s: float, quick: bool = False) -> dict:
     """One timed run of a fleet of `n` objects (created first), see the module doc.
 
     `steady_s` > 0 adds one steady-state window after all are Ready (registry and API
-    requests counted in it); the RSS reported as steady is read at its end."""
+    requests counted in it); the RSS reported as steady is read at its end. `quick`
+    cleanup waits for the objects only, not for the whole namespace."""
     kube = cluster.kube
     ns = f"b{tag}".lower().replace("_", "-")
     d = out / tag
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
     base = collection(kind, ns)
+    tc = time.monotonic()
     kube.create_namespace(ns)
     kube.create_all(base, objects(kind, ns, reg.host, images, n, f"{interval_s}s"))
     watcher = Watcher(kube, base, n)
@@ -173,6 +188,7 @@ def run_fleet(kind: str, tag: str, cluster: Cluster, reg, bin_path: str, out: Pa
     try:
         if not watcher.wait(lambda w: len(w.objects) >= n, 120):
             raise RuntimeError(f"the watch listed {len(watcher.objects)}/{n} objects")
+        note(tag, f"{n} objects created", tc)
         m0 = request_counts(kube.metrics())
         mark0 = reg.log_mark()
         t0 = time.monotonic()
@@ -183,6 +199,7 @@ def run_fleet(kind: str, tag: str, cluster: Cluster, reg, bin_path: str, out: Pa
                                f"{(d / 'controller.log').read_text(errors='replace')[-600:]}")
         res: dict = {"n": n, "ready": len(watcher.ready), "all_ready": bool(done), "interval_s": interval_s}
         res["ready_s"] = (watcher.ready_at - t0) if done else None
+        note(tag, f"{len(watcher.ready)}/{n} Ready", t0)
         at_ready = sample(proc.pid)
         res["cpu_ready_s"] = at_ready["cpu_s"]
         mark1 = reg.log_mark()
@@ -201,17 +218,20 @@ def run_fleet(kind: str, tag: str, cluster: Cluster, reg, bin_path: str, out: Pa
         return res
     finally:
         watcher.stop()
-        clean = kube.delete_namespace(ns, base, 300 if n > 2000 else 120) if proc else \
-            kube.delete_namespace(ns, base, 0)
+        tc = time.monotonic()
+        clean = kube.delete_namespace(ns, base, (300 if n > 2000 else 120) if proc else 0,
+                                      whole=not quick)
         if proc:
-            stop_process(proc)
+            kill(proc)
         if not clean:
             (d / "cleanup.txt").write_text("finalizers had to be stripped\n")
         shutil.rmtree(d / "storage", ignore_errors=True)
+        note(tag, "cleaned up" + ("" if clean else " (finalizers stripped)"), tc)
 
 
 def run_single(kind: str, tag: str, cluster: Cluster, reg, bin_path: str, out: Path,
-               image: dict, concurrent: int, deadline_s: float, keep: bool = False) -> dict:
+               image: dict, concurrent: int, deadline_s: float, keep: bool = False,
+               quick: bool = False) -> dict:
     """One object created once the controller is idle: time from create to Ready, the CPU
     it took, the RSS growth over idle. With `keep`, a copy of the artifact is kept (the
     controller deletes its own at cleanup) for the equivalence check; see `cleanup_storage`."""
@@ -222,11 +242,13 @@ def run_single(kind: str, tag: str, cluster: Cluster, reg, bin_path: str, out: P
     d.mkdir(parents=True)
     base = collection(kind, ns)
     kube.create_namespace(ns)
+    ts = time.monotonic()
     proc, hport = start_controller(kind, cluster, bin_path, d, concurrent)
     watcher = Watcher(kube, base, 1)
     try:
         wait_ready(proc, hport, d / "controller.log")
-        time.sleep(1.0)
+        note(tag, "controller ready", ts)
+        time.sleep(0.2 if quick else 1.0)
         idle = sample(proc.pid)
         t0 = time.monotonic()
         kube.create_all(base, objects(kind, ns, reg.host, [image], 1, "10m"), workers=1)
@@ -235,6 +257,7 @@ def run_single(kind: str, tag: str, cluster: Cluster, reg, bin_path: str, out: P
             raise RuntimeError(f"{kind}: the object was not Ready within {deadline_s:.0f} s "
                                f"({(d / 'controller.log').read_text(errors='replace')[-400:]})")
         wall = watcher.ready_at - t0
+        note(tag, "object Ready", t0)
         end = sample(proc.pid)
         res = {"ready_s": wall, "cpu_s": end["cpu_s"] - idle["cpu_s"], "idle_mib": idle["rss_mib"],
                "hwm_mib": end["hwm_mib"], "growth_mib": end["hwm_mib"] - idle["rss_mib"], "artifact": ""}
@@ -246,9 +269,11 @@ def run_single(kind: str, tag: str, cluster: Cluster, reg, bin_path: str, out: P
         return res
     finally:
         watcher.stop()
-        kube.delete_namespace(ns, base, 120)
-        stop_process(proc)
+        tc = time.monotonic()
+        kube.delete_namespace(ns, base, 120, whole=not quick)
+        kill(proc)
         shutil.rmtree(d / "storage", ignore_errors=True)
+        note(tag, "cleaned up", tc)
 
 
 def cleanup_storage(res: dict) -> None:

@@ -75,12 +75,19 @@ class Kube:
             for fut in [pool.submit(self.request, "POST", base, o) for o in objects]:
                 fut.result()
 
-    def delete_namespace(self, ns: str, base: str, timeout: float) -> bool:
-        """Deletes `ns` and waits until it is gone. When objects in it still hold their
-        finalizers at `timeout` (no controller left to remove them), strips the finalizers
-        of what is left in `base` and waits again. Returns False if it had to strip."""
+    def delete_namespace(self, ns: str, base: str, timeout: float, whole: bool = True) -> bool:
+        """Deletes `ns` and waits until it is gone (`whole`; the controller manager then no
+        longer deletes anything in it that a next run would count) or only until the
+        objects in `base` are. When objects still hold their finalizers at `timeout` (no
+        controller left to remove them), strips the finalizers of what is left in `base`
+        and waits again. Returns False if it had to strip."""
+        # The objects first (one deletecollection): the namespace controller would get to
+        # them only after its own discovery pass, seconds later.
+        self.request("DELETE", base, ok=(200, 202, 404))
         self.request("DELETE", f"/api/v1/namespaces/{ns}", ok=(200, 202, 404))
-        if self.wait_gone(f"/api/v1/namespaces/{ns}", timeout):
+        if whole and self.wait_gone(f"/api/v1/namespaces/{ns}", timeout):
+            return True
+        if not whole and self.wait_empty(base, timeout):
             return True
         _, listed = self.request("GET", base)
         for item in listed.get("items", []) if isinstance(listed, dict) else []:
@@ -88,6 +95,15 @@ class Kube:
                          {"metadata": {"finalizers": None}}, "application/merge-patch+json",
                          ok=(200, 404))
         self.wait_gone(f"/api/v1/namespaces/{ns}", 300)
+        return False
+
+    def wait_empty(self, base: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            listed = self.request("GET", base, ok=None)[1]
+            if isinstance(listed, dict) and not listed.get("items"):
+                return True
+            time.sleep(0.2)
         return False
 
     def wait_gone(self, path: str, timeout: float) -> bool:
@@ -100,8 +116,14 @@ class Kube:
 
 
 def is_ready(obj: dict) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (obj.get("status") or {}).get("conditions") or [])
+    """Ready=True for the current generation, with the artifact published. (Flux's
+    source-controller patches its conditions before the rest of its status: Ready=True
+    is seen a moment before `observedGeneration` and `artifact`.)"""
+    status = obj.get("status") or {}
+    return (status.get("observedGeneration") == obj.get("metadata", {}).get("generation")
+            and bool(status.get("artifact"))
+            and any(c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in status.get("conditions") or []))
 
 
 class Watcher:

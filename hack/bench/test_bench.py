@@ -223,6 +223,20 @@ class ParseTest(unittest.TestCase):
         self.assertEqual(delta, {"PATCH ocirepositories/status": 100})
         self.assertEqual(kube.summarize(delta), "PATCH ocirepositories/status: 100")
 
+    def test_ready_needs_the_condition_the_generation_and_the_artifact(self):
+        ready = {"type": "Ready", "status": "True"}
+        obj = {"metadata": {"generation": 2},
+               "status": {"observedGeneration": 2, "artifact": {"path": "p"}, "conditions": [ready]}}
+        self.assertTrue(kube.is_ready(obj))
+        # Flux's first patch: the conditions alone, observedGeneration not yet written.
+        self.assertFalse(kube.is_ready({"metadata": {"generation": 2},
+                                        "status": {"observedGeneration": -1, "conditions": [ready]}}))
+        stale = {"metadata": {"generation": 3}, "status": obj["status"]}
+        self.assertFalse(kube.is_ready(stale))
+        failing = {"metadata": {"generation": 2}, "status": dict(
+            obj["status"], conditions=[{"type": "Ready", "status": "False"}])}
+        self.assertFalse(kube.is_ready(failing))
+
     def test_registry_requests_are_split_by_kind_with_pings_apart(self):
         got = registry_split(["GET /v2/", "HEAD /v2/a/manifests/v1", "GET /v2/a/manifests/sha256:ab",
                               "GET /v2/a/blobs/sha256:cd", "GET /v2/a/blobs/sha256:ef",

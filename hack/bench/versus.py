@@ -117,7 +117,7 @@ def scenario6(rep, ctx, images: list[dict]) -> None:
         ctx.log(label)
         res = alternate(runs, KINDS, lambda kind, run: run_fleet(
             kind, f"s6-{kind}-{n}-r{run}", ctx.cluster, ctx.reg, ctx.bin, ctx.out, images, n,
-            CONCURRENT, interval, steady, 600))
+            CONCURRENT, interval, steady, 600, ctx.quick))
         failed(rep, f"scenario 6 (N={n})", res)
         for i, kind in enumerate(KINDS):
             controller_row(rep, label if i == 0 else "", kind, res[kind], n)
@@ -201,7 +201,7 @@ def scenario8(rep, ctx, aset: dict) -> None:
 
     def one(kind: str, run: int) -> dict:
         r = run_single(kind, f"s8-{kind}-r{run}", ctx.cluster, ctx.reg, ctx.bin, ctx.out,
-                       images[0], CONCURRENT, 900, keep=run == 0)
+                       images[0], CONCURRENT, 900, keep=run == 0, quick=ctx.quick)
         if run == 0:
             kept[kind] = r
         return r
