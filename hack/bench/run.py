@@ -332,6 +332,40 @@ def mem_gib() -> float:
         return 0.0
 
 
+def write_report(rep: Report, t0: float, load0: tuple[float, float, float]) -> str:
+    """Writes the table (`bench-results.md`) and the numbers (`.json`) as they stand: called
+    after every scenario, so an interrupted hour-long run keeps what it measured."""
+    cpu = ""
+    try:
+        cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    try:
+        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True).stdout.strip()
+    except OSError:
+        commit = "?"
+    header = (
+        f"### ocisource benchmark{' (BENCH_QUICK: tiny sizes, not representative)' if QUICK else ''}\n\n"
+        f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, commit {commit}, "
+        f"{os.cpu_count()} CPUs ({cpu or platform.machine()}), {mem_gib():.0f} GiB RAM, medians of "
+        f"{RUNS['s1']}/{RUNS['s2']}/{RUNS['s3']}/{RUNS['s4']}/{RUNS['s6']}/{RUNS['s9']} runs "
+        "(scenarios 1/2/3/4/6-8/9; 6-9 alternated between the contenders), "
+        f"baselines measured in the same run; bench time {time.perf_counter() - t0:.0f} s; "
+        f"load average {load0[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end. "
+        "CPU = user+sys of the process and its children; peak RSS = largest single process. "
+        "Scenarios 6-8: wall = time until all objects are Ready, CPU and peak RSS (VmHWM) of the "
+        "controller process from /proc."
+    )
+    md = rep.markdown(header)
+    (WORK / "bench-results.md").write_text(md)
+    rep.data["missed"] = rep.missed()
+    rep.data["machine"] = {"cpus": os.cpu_count(), "cpu": cpu, "loadavg_start": load0,
+                           "loadavg_end": os.getloadavg()}
+    (WORK / "bench-results.json").write_text(json.dumps(rep.data, indent=1, default=str))
+    return md
+
+
 def main() -> int:
     WORK.mkdir(parents=True, exist_ok=True)
     out = WORK / "run"
@@ -363,49 +397,27 @@ def main() -> int:
             rep.notes.append(f"ocisource binary {BIN} not found: its rows fail.")
         if 1 in ONLY:
             scenario1(rep, reg, sets["config"], out)
+            write_report(rep, t0, load0)
         if {2, 3} & ONLY:
             scenario23(rep, reg, sets["large"], out)
+            write_report(rep, t0, load0)
         if 4 in ONLY:
             scenario4(rep, reg, sets["noop"], out)
+            write_report(rep, t0, load0)
         if 5 in ONLY:
             log("5 controller footprint")
             footprint.scenario5(rep, BIN, reg.host, sets["noop"]["images"], out, QUICK)
+            write_report(rep, t0, load0)
         if {6, 7, 8} & ONLY:
             versus.scenarios678(rep, ONLY, QUICK, RUNS["s6"], BIN, WORK, out, reg, sets, log)
+            write_report(rep, t0, load0)
         if 9 in ONLY:
             log("9 serving: ocisource controller's artifact server / Go FileServer / nginx")
             serve.scenario9(rep, BIN, WORK, out, QUICK, RUNS["s9"])
     finally:
         reg.stop()
         shutil.rmtree(reg.dir, ignore_errors=True)
-    cpu = ""
-    try:
-        cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    try:
-        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True).stdout.strip()
-    except OSError:
-        commit = "?"
-    header = (
-        f"### ocisource benchmark{' (BENCH_QUICK: tiny sizes, not representative)' if QUICK else ''}\n\n"
-        f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, commit {commit}, "
-        f"{os.cpu_count()} CPUs ({cpu or platform.machine()}), {mem_gib():.0f} GiB RAM, medians of "
-        f"{RUNS['s1']}/{RUNS['s2']}/{RUNS['s3']}/{RUNS['s4']}/{RUNS['s6']}/{RUNS['s9']} runs "
-        "(scenarios 1/2/3/4/6-8/9; 6-9 alternated between the contenders), "
-        f"baselines measured in the same run; bench time {time.perf_counter() - t0:.0f} s; "
-        f"load average {load0[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end. "
-        "CPU = user+sys of the process and its children; peak RSS = largest single process. "
-        "Scenarios 6-8: wall = time until all objects are Ready, CPU and peak RSS (VmHWM) of the "
-        "controller process from /proc."
-    )
-    md = rep.markdown(header)
-    (WORK / "bench-results.md").write_text(md)
-    rep.data["missed"] = rep.missed()
-    rep.data["machine"] = {"cpus": os.cpu_count(), "cpu": cpu, "loadavg_start": load0,
-                           "loadavg_end": os.getloadavg()}
-    (WORK / "bench-results.json").write_text(json.dumps(rep.data, indent=1, default=str))
+    md = write_report(rep, t0, load0)
     print(md)
     if rep.failures:
         log("FAILED: " + "; ".join(rep.failures))
