@@ -11,6 +11,8 @@
 #   hack/cluster.sh flux      start Flux's kustomize-, helm- and notification-controllers
 #                             against the running API server (source-controller on request)
 #   hack/cluster.sh env       print the variables the tests read (KUBECONFIG, binaries, ...)
+#   hack/cluster.sh start     `up` without the build: the cached binaries only
+#   hack/cluster.sh built     exit 0 when what `start` and source-controller need is cached
 #   hack/cluster.sh down      stop everything this script started
 #
 # State lives in $CLUSTER_DIR (default hack/.work/cluster); binaries in
@@ -61,6 +63,13 @@ go_build() {
   echo "$name $ver $took" >>"$CACHE/build-times.txt"
 }
 
+# Module versions the Go module proxy reachable here does not serve (HTTP 403 "not
+# available" for the zip), each replaced by the nearest later release that it serves and
+# the checksum database knows: source-controller v1.9.5 pins fluxcd/pkg/artifact v0.18.3;
+# with v0.20.0 Go's version selection also lifts fluxcd/pkg/oci to v0.69.0 and
+# fluxcd/pkg/apis/meta to v1.31.0 (`go version -m` on the binary lists them).
+MODULE_SUBSTITUTES=("github.com/fluxcd/pkg/artifact@v0.18.3=v0.20.0")
+
 # Flux controllers keep `replace <module>/api => ./api`; the api module is published
 # on its own at the same version, so the local replace becomes a versioned require.
 build_flux_component() {
@@ -79,6 +88,13 @@ build_flux_component() {
   if grep -q "^replace $mod/api => ./api" "$src/go.mod"; then
     (cd "$src" && go mod edit -dropreplace "$mod/api" -require "$mod/api@$ver")
   fi
+  local sub dep old new
+  for sub in "${MODULE_SUBSTITUTES[@]}"; do
+    dep="${sub%%@*}"; old="${sub#*@}"; old="${old%%=*}"; new="${sub#*=}"
+    if grep -qE "^[[:space:]]*$dep $old( |$)" "$src/go.mod"; then
+      (cd "$src" && go mod edit -replace "$dep=$dep@$new")
+    fi
+  done
   go_build "$name" "$ver" "$out" "$src" "$pkg"
   # Flux's CRDs come from the same module as the controller that owns them.
   if [ -d "$src/config/crd/bases" ]; then
@@ -161,6 +177,22 @@ cmd_build_all() {
 
 
 bin_dir() { echo "$CACHE/$1-$2"; }
+
+# cmd_built: the control plane, the Flux CRDs `start` applies and source-controller are
+# cached (the benchmark's quick mode skips its Flux scenarios rather than build them).
+cmd_built() {
+  local f
+  for f in "etcd-$ETCD_VERSION/etcd" "kubernetes-$K8S_VERSION/kube-apiserver" \
+      "kubernetes-$K8S_VERSION/kube-controller-manager" "kubernetes-$K8S_VERSION/kubectl" \
+      "source-controller-$SOURCE_CONTROLLER_VERSION/source-controller"; do
+    [ -x "$CACHE/$f" ] || return 1
+  done
+  for f in source-controller-$SOURCE_CONTROLLER_VERSION kustomize-controller-$KUSTOMIZE_CONTROLLER_VERSION \
+      helm-controller-$HELM_CONTROLLER_VERSION notification-controller-$NOTIFICATION_CONTROLLER_VERSION; do
+    [ -d "$CACHE/$f/crds" ] || return 1
+  done
+}
+
 KUBE_BIN="$(bin_dir kubernetes "$K8S_VERSION")"
 ETCD_BIN="$(bin_dir etcd "$ETCD_VERSION")/etcd"
 KCTL="$KUBE_BIN/kubectl"
@@ -289,6 +321,10 @@ start_controller_manager() {
 
 cmd_up() {
   cmd_build
+  cmd_start
+}
+
+cmd_start() {
   # A cluster left by an earlier run is reused while its API server runs; otherwise start clean.
   if ! alive apiserver; then cmd_down; rm -rf "$CLUSTER_DIR"; fi
   mkdir -p "$CLUSTER_DIR"
@@ -355,6 +391,7 @@ export KUBECONFIG=$CLUSTER_DIR/admin.kubeconfig
 export OCISOURCE_TEST_CLUSTER=$CLUSTER_DIR
 export OCISOURCE_TEST_KUBECTL=$KCTL
 export OCISOURCE_TEST_FLUX=$CACHE/flux-$FLUX_VERSION/flux
+export OCISOURCE_TEST_SOURCE_CONTROLLER=$CACHE/source-controller-$SOURCE_CONTROLLER_VERSION/source-controller
 export OCISOURCE_TEST_APISERVER=https://127.0.0.1:$(cat "$CLUSTER_DIR/apiserver.port" 2>/dev/null)
 export OCISOURCE_TEST_EVENTS_ADDR=http://127.0.0.1:$(cat "$CLUSTER_DIR/events.port" 2>/dev/null)/
 ENV
@@ -373,6 +410,8 @@ case "${1:-}" in
   up) cmd_up ;;
   flux) shift; cmd_flux "$@" ;;
   env) cmd_env ;;
+  start) cmd_start ;;
+  built) cmd_built ;;
   down) cmd_down ;;
   # The restart test stops and starts the API server alone; etcd keeps the data.
   stop-apiserver) stop apiserver ;;

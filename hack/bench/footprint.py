@@ -14,7 +14,6 @@ import copy
 import json
 import os
 import queue
-import signal
 import socket
 import subprocess
 import threading
@@ -23,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+from measure import proc_cpu, proc_status, stop_process
 from oci import free_port
 
 GROUP_VERSION = "ocisource.dev/v1beta1"
@@ -267,22 +267,6 @@ def json_patch(obj: dict, ops: list[dict]) -> None:
             parent[last] = op.get("value")
 
 
-def proc_status(pid: int) -> dict[str, int]:
-    out = {}
-    with open(f"/proc/{pid}/status") as fh:
-        for line in fh:
-            k, _, v = line.partition(":")
-            if k in ("VmRSS", "VmHWM"):
-                out[k] = int(v.split()[0])
-    return out
-
-
-def proc_cpu(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def oci_objects(host: str, images: list[dict]) -> list[dict]:
     objs = []
     for i, im in enumerate(images):
@@ -338,13 +322,7 @@ def run_controller(bin_path: str, mock: MockKube, out: Path, tag: str, settle: f
             "seconds": (done_at or time.monotonic()) - start,
         }
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc)
         err.close()
 
 

@@ -271,6 +271,17 @@ def write_set(out: Path, images: list[dict]) -> None:
     (out / "set.json").write_text(json.dumps({"images": images, "stats": stats}, indent=1))
 
 
+def tar_digest_list(path: Path) -> dict[str, str]:
+    """Regular files of a tar.gz: normalised name -> sha256 of the content."""
+    out = {}
+    with tarfile.open(path, "r:gz") as tf:
+        for m in tf:
+            if m.isfile():
+                fh = tf.extractfile(m)
+                out[m.name.removeprefix("./")] = hashlib.sha256(fh.read() if fh else b"").hexdigest()
+    return out
+
+
 GENERATORS = {"config": gen_config_set, "large": gen_large_set, "noop": gen_noop_set}
 
 

@@ -104,3 +104,86 @@ def bench(name: str, argv: list[str], runs: int, before=None, **kw) -> Result:
             res.error = str(e)
             break
     return res
+
+
+# Figures read from /proc, for long-running processes (servers, controllers): the process
+# is asked, never its own metrics endpoint.
+
+def proc_status(pid: int) -> dict[str, int]:
+    """VmRSS (now) and VmHWM (peak) of one process, in KiB."""
+    out = {}
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            k, _, v = line.partition(":")
+            if k in ("VmRSS", "VmHWM"):
+                out[k] = int(v.split()[0])
+    return out
+
+
+def proc_cpu(pid: int) -> float:
+    """utime + stime of one process (all its threads), in seconds."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def descendants(pid: int) -> list[int]:
+    """`pid` and every process below it (nginx's master and its workers)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        parents.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += parents.get(p, [])
+    return out
+
+
+def tree_rss_kib(pid: int) -> int:
+    """Sum of VmRSS over `pid` and its descendants (0 for processes already gone)."""
+    total = 0
+    for p in descendants(pid):
+        try:
+            total += proc_status(p).get("VmRSS", 0)
+        except OSError:
+            pass
+    return total
+
+
+class RssSampler:
+    """Samples `tree_rss_kib(pid)` every `period` seconds on a thread; `peak_kib` is the max."""
+
+    def __init__(self, pid: int, period: float = 0.05):
+        self.pid, self.period, self.peak_kib = pid, period, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak_kib = max(self.peak_kib, tree_rss_kib(self.pid))
+            self._stop.wait(self.period)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak_kib
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 10) -> None:
+    """SIGTERM, then SIGKILL after `timeout` seconds; reaps the process."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

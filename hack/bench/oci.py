@@ -74,12 +74,14 @@ class Registry:
         time.sleep(0.2)  # the registry writes each access line after the response
         return self.log_path.stat().st_size
 
-    def requests_since(self, mark: int) -> list[str]:
-        """Request lines (`METHOD /path`) logged after `mark`."""
-        time.sleep(0.2)
+    def requests_since(self, mark: int, end: int | None = None) -> list[str]:
+        """Request lines (`METHOD /path`) logged after `mark` (and before `end`, a later mark)."""
+        if end is None:
+            time.sleep(0.2)
         with open(self.log_path, "rb") as fh:
             fh.seek(mark)
-            text = fh.read().decode(errors="replace")
+            raw = fh.read() if end is None else fh.read(max(0, end - mark))
+            text = raw.decode(errors="replace")
         out = []
         for line in text.splitlines():
             # Combined log format: ... "GET /v2/... HTTP/1.1" 200 ...

@@ -22,7 +22,6 @@ import platform
 import shutil
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
@@ -32,28 +31,34 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gen  # noqa: E402
 import oci  # noqa: E402
 import footprint  # noqa: E402
+import serve  # noqa: E402
+import versus  # noqa: E402
 from measure import CommandFailed, Result, bench, run_once  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 WORK = ROOT / "hack" / ".work"
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 BIN = os.environ.get("BENCH_BIN", str(ROOT / "target" / "release" / "ocisource"))
-ONLY = {int(x) for x in os.environ.get("BENCH_ONLY", "1,2,3,4,5").split(",") if x}
+ONLY = {int(x) for x in os.environ.get("BENCH_ONLY", "1,2,3,4,5,6,7,8,9").split(",") if x}
 
 if QUICK:
     SIZES = {
         "config": dict(files=400, total_bytes=4_000_000, layers=4),
         "large": dict(total_bytes=16 << 20, nfiles=4),
         "noop": dict(objects=50, repos=5),
+        "fleet": dict(objects=50, repos=10),
+        "single": dict(files=400, total_bytes=4_000_000, layers=1),
     }
-    RUNS = {"s1": 1, "s2": 1, "s3": 1, "s4": 1}
+    RUNS = {"s1": 1, "s2": 1, "s3": 1, "s4": 1, "s6": 1, "s9": 1}
 else:
     SIZES = {
         "config": dict(files=12_000, total_bytes=116_000_000, layers=4),
         "large": dict(total_bytes=1 << 30, nfiles=64),
         "noop": dict(objects=1000, repos=20),
+        "fleet": dict(objects=50, repos=10),
+        "single": dict(files=12_000, total_bytes=116_000_000, layers=1),
     }
-    RUNS = {"s1": 5, "s2": 3, "s3": 5, "s4": 3}
+    RUNS = {"s1": 5, "s2": 3, "s3": 5, "s4": 3, "s6": 3, "s9": 3}
 if os.environ.get("BENCH_RUNS"):
     RUNS = {k: int(os.environ["BENCH_RUNS"]) for k in RUNS}
 
@@ -97,6 +102,15 @@ class Report:
         ]
         self.rows.append(cells)
 
+    def missed(self) -> list[str]:
+        """`scenario: measured (target)` of every row whose target was not met."""
+        out, scen = [], ""
+        for r in self.rows:
+            scen = r[0] or scen
+            if r[7] == "**no**":
+                out.append(f"{scen.split(':')[0]}: {r[1]} ({r[6]}): {r[5]}")
+        return out
+
     def markdown(self, header: str) -> str:
         head = ["#", "measured", "wall s", "CPU s", "peak RSS MiB", "result / ratio", "target", "met"]
         lines = [header, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -104,17 +118,6 @@ class Report:
         if self.notes:
             lines += ["", "Notes:"] + [f"- {n}" for n in self.notes]
         return "\n".join(lines) + "\n"
-
-
-def tar_digest_list(path: Path) -> dict[str, str]:
-    """Regular files of a tar.gz: normalised name -> sha256 of the content."""
-    out = {}
-    with tarfile.open(path, "r:gz") as tf:
-        for m in tf:
-            if m.isfile():
-                fh = tf.extractfile(m)
-                out[m.name.removeprefix("./")] = hashlib.sha256(fh.read() if fh else b"").hexdigest()
-    return out
 
 
 def sha256_file(path: Path) -> str:
@@ -178,7 +181,7 @@ def scenario1(rep: Report, reg: oci.Registry, aset: dict, out: Path) -> None:
     rep.data["s1"] = {k: (r.wall if r.ok else None) for k, r in
                       (("ocisource pull", ours), ("(a) disk", disk), ("(b) floor", floor))}
     if ours.ok and disk.ok and ours_out.exists():
-        a, b = tar_digest_list(ours_out), tar_digest_list(disk_dir / "out.tar.gz")
+        a, b = gen.tar_digest_list(ours_out), gen.tar_digest_list(disk_dir / "out.tar.gz")
         same = a == b
         if not same:
             rep.failures.append("scenario 1 output differs from the disk approach's")
@@ -321,40 +324,17 @@ def scenario4(rep: Report, reg: oci.Registry, aset: dict, out: Path) -> None:
                      f"blob downloads: {blob_gets}.")
 
 
-def main() -> int:
-    WORK.mkdir(parents=True, exist_ok=True)
-    out = WORK / "run"
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir()
-    cache = WORK / "artifacts"
-    cache.mkdir(exist_ok=True)
-    rep = Report()
-    t0 = time.perf_counter()
-    sets = {}
-    need = {"config": 1 in ONLY, "large": bool({2, 3} & ONLY), "noop": bool({4, 5} & ONLY)}
-    for kind, wanted in need.items():
-        if wanted:
-            log(f"generating {kind} artifact set {SIZES[kind]} (cached after the first run)")
-            sets[kind] = gen.ensure(cache, kind, **SIZES[kind])
-    reg = oci.Registry(WORK)
+def mem_gib() -> float:
     try:
-        for kind, aset in sets.items():
-            log(f"pushing {kind} set ({len(aset['images'])} images) to {reg.host}")
-            oci.push_set(reg.host, aset)
-        if not Path(BIN).exists():
-            rep.notes.append(f"ocisource binary {BIN} not found: its rows fail.")
-        if 1 in ONLY:
-            scenario1(rep, reg, sets["config"], out)
-        if {2, 3} & ONLY:
-            scenario23(rep, reg, sets["large"], out)
-        if 4 in ONLY:
-            scenario4(rep, reg, sets["noop"], out)
-        if 5 in ONLY:
-            log("5 controller footprint")
-            footprint.scenario5(rep, BIN, reg.host, sets["noop"]["images"], out, QUICK)
-    finally:
-        reg.stop()
-        shutil.rmtree(reg.dir, ignore_errors=True)
+        with open("/proc/meminfo") as fh:
+            return int(fh.readline().split()[1]) / (1 << 20)
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def write_report(rep: Report, t0: float, load0: tuple[float, float, float]) -> str:
+    """Writes the table (`bench-results.md`) and the numbers (`.json`) as they stand: called
+    after every scenario, so an interrupted hour-long run keeps what it measured."""
     cpu = ""
     try:
         cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
@@ -368,14 +348,76 @@ def main() -> int:
     header = (
         f"### ocisource benchmark{' (BENCH_QUICK: tiny sizes, not representative)' if QUICK else ''}\n\n"
         f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, commit {commit}, "
-        f"{os.cpu_count()} CPUs ({cpu or platform.machine()}), medians of "
-        f"{RUNS['s1']}/{RUNS['s2']}/{RUNS['s3']}/{RUNS['s4']} runs (scenarios 1/2/3/4), "
-        f"baselines measured in the same run; bench time {time.perf_counter() - t0:.0f} s. "
-        "CPU = user+sys of the process and its children; peak RSS = largest single process."
+        f"{os.cpu_count()} CPUs ({cpu or platform.machine()}), {mem_gib():.0f} GiB RAM, medians of "
+        f"{RUNS['s1']}/{RUNS['s2']}/{RUNS['s3']}/{RUNS['s4']}/{RUNS['s6']}/{RUNS['s9']} runs "
+        "(scenarios 1/2/3/4/6-8/9; 6-9 alternated between the contenders), "
+        f"baselines measured in the same run; bench time {time.perf_counter() - t0:.0f} s; "
+        f"load average {load0[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end. "
+        "CPU = user+sys of the process and its children; peak RSS = largest single process. "
+        "Scenarios 6-8: wall = time until all objects are Ready, CPU and peak RSS (VmHWM) of the "
+        "controller process from /proc."
     )
     md = rep.markdown(header)
     (WORK / "bench-results.md").write_text(md)
-    (WORK / "bench-results.json").write_text(json.dumps(rep.data, indent=1))
+    rep.data["missed"] = rep.missed()
+    rep.data["machine"] = {"cpus": os.cpu_count(), "cpu": cpu, "loadavg_start": load0,
+                           "loadavg_end": os.getloadavg()}
+    (WORK / "bench-results.json").write_text(json.dumps(rep.data, indent=1, default=str))
+    return md
+
+
+def main() -> int:
+    WORK.mkdir(parents=True, exist_ok=True)
+    out = WORK / "run"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir()
+    cache = WORK / "artifacts"
+    cache.mkdir(exist_ok=True)
+    rep = Report()
+    t0 = time.perf_counter()
+    load0 = os.getloadavg()
+    sets = {}
+    need = {"config": 1 in ONLY, "large": bool({2, 3} & ONLY), "noop": bool({4, 5} & ONLY),
+            "fleet": bool({6, 7} & ONLY), "single": 8 in ONLY}
+    # The fleet set is the noop generator's, the single-layer set the config generator's;
+    # scenarios 6-8 push them under their own repository names.
+    generator = {"fleet": "noop", "single": "config"}
+    for kind, wanted in need.items():
+        if wanted:
+            log(f"generating {kind} artifact set {SIZES[kind]} (cached after the first run)")
+            sets[kind] = gen.ensure(cache, generator.get(kind, kind), **SIZES[kind])
+    reg = oci.Registry(WORK)
+    try:
+        for kind, aset in sets.items():
+            if kind in generator:
+                continue
+            log(f"pushing {kind} set ({len(aset['images'])} images) to {reg.host}")
+            oci.push_set(reg.host, aset)
+        if not Path(BIN).exists():
+            rep.notes.append(f"ocisource binary {BIN} not found: its rows fail.")
+        if 1 in ONLY:
+            scenario1(rep, reg, sets["config"], out)
+            write_report(rep, t0, load0)
+        if {2, 3} & ONLY:
+            scenario23(rep, reg, sets["large"], out)
+            write_report(rep, t0, load0)
+        if 4 in ONLY:
+            scenario4(rep, reg, sets["noop"], out)
+            write_report(rep, t0, load0)
+        if 5 in ONLY:
+            log("5 controller footprint")
+            footprint.scenario5(rep, BIN, reg.host, sets["noop"]["images"], out, QUICK)
+            write_report(rep, t0, load0)
+        if {6, 7, 8} & ONLY:
+            versus.scenarios678(rep, ONLY, QUICK, RUNS["s6"], BIN, WORK, out, reg, sets, log)
+            write_report(rep, t0, load0)
+        if 9 in ONLY:
+            log("9 serving: ocisource controller's artifact server / Go FileServer / nginx")
+            serve.scenario9(rep, BIN, WORK, out, QUICK, RUNS["s9"])
+    finally:
+        reg.stop()
+        shutil.rmtree(reg.dir, ignore_errors=True)
+    md = write_report(rep, t0, load0)
     print(md)
     if rep.failures:
         log("FAILED: " + "; ".join(rep.failures))

@@ -2,7 +2,10 @@
 
 They prove what the numbers rest on: artifacts are deterministic and valid, the pusher
 round-trips through a real docker-registry, the access log counts requests, the peak RSS
-is the command's and not the Python parent's, and the mock API server serves and patches.
+is the command's and not the Python parent's, the mock API server serves and patches, and
+the parsers and aggregations of scenarios 6-9 (wrk output, the API server's request
+counter, registry request kinds, medians, missed targets, process-tree RSS) read what
+they are given.
 Needs /usr/bin/docker-registry and /usr/bin/time; nothing leaves 127.0.0.1.
 """
 
@@ -11,9 +14,12 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import os
+import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import unittest
 from pathlib import Path
 
@@ -22,8 +28,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import footprint  # noqa: E402
 import gen  # noqa: E402
+import kube  # noqa: E402
 import oci  # noqa: E402
-from measure import CommandFailed, run_once  # noqa: E402
+import run  # noqa: E402
+import serve  # noqa: E402
+import versus  # noqa: E402
+from fleet import registry_split  # noqa: E402
+from measure import (CommandFailed, RssSampler, descendants, proc_status, run_once,  # noqa: E402
+                     tree_rss_kib)
 
 SMALL = dict(files=40, total_bytes=200_000, layers=4)
 
@@ -74,11 +86,19 @@ class RegistryTest(unittest.TestCase):
                 conn.request("GET", f"/v2/{im['repo']}/blobs/{digest}")
                 blob = conn.getresponse().read()
                 self.assertEqual("sha256:" + hashlib.sha256(blob).hexdigest(), digest)
-                conn.close()
                 seen = reg.requests_since(mark)
                 self.assertEqual(seen, [f"GET /v2/{im['repo']}/manifests/{im['tag']}",
                                         f"GET /v2/{im['repo']}/blobs/{digest}"])
+                # A window closed by a later mark leaves out what came after it.
+                end = reg.log_mark()
+                conn.request("HEAD", f"/v2/{im['repo']}/manifests/{im['tag']}",
+                             headers={"Accept": gen.MT_MANIFEST})
+                conn.getresponse().read()
+                self.assertEqual(len(reg.requests_since(mark, end)), 2)
+                self.assertEqual(reg.requests_since(end),
+                                 [f"HEAD /v2/{im['repo']}/manifests/{im['tag']}"])
             finally:
+                conn.close()
                 reg.stop()
 
 
@@ -147,6 +167,124 @@ class MockKubeTest(unittest.TestCase):
         events = [json.loads(line) for line in resp.read().splitlines() if line.strip()]
         self.assertEqual([e["type"] for e in events], ["MODIFIED"])
         self.assertEqual(events[0]["object"]["status"], {"observedGeneration": 1})
+
+
+WRK_OUTPUT = """Running 1s test @ http://127.0.0.1:18777/
+  1 threads and 2 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency    12.39ms   19.24ms  99.07ms   88.59%
+    Req/Sec   414.80    371.22     0.92k    60.00%
+  Latency Distribution
+     50%    1.63ms
+     75%   17.53ms
+     90%   35.69ms
+     99%   89.17ms
+  427 requests in 1.05s, 77.98KB read
+  Non-2xx or 3xx responses: 3
+Requests/sec:    404.86
+Transfer/sec:     73.93KB
+"""
+
+METRICS = """# HELP apiserver_request_total [STABLE] Counter of apiserver requests
+# TYPE apiserver_request_total counter
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="",scope="",subresource="/metrics",verb="GET",version=""} 7
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="ocisource.dev",resource="ocirepositories",scope="namespace",subresource="status",verb="PATCH",version="v1beta1"} 40
+apiserver_request_total{code="409",component="apiserver",dry_run="",group="ocisource.dev",resource="ocirepositories",scope="namespace",subresource="status",verb="PATCH",version="v1beta1"} 2
+apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="events",scope="namespace",subresource="",verb="POST",version="v1"} 5
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="coordination.k8s.io",resource="leases",scope="namespace",subresource="",verb="PUT",version="v1"} 11
+apiserver_request_duration_seconds_count{group="",resource="events",verb="POST"} 5
+"""
+
+
+class ParseTest(unittest.TestCase):
+    def test_wrk_output_gives_rate_latencies_bytes_and_errors(self):
+        got = serve.parse_wrk(WRK_OUTPUT)
+        self.assertEqual(got["rps"], 404.86)
+        self.assertAlmostEqual(got["p50_ms"], 1.63)
+        self.assertAlmostEqual(got["p99_ms"], 89.17)
+        self.assertAlmostEqual(got["bytes_per_s"], 73.93 * 1024)
+        self.assertEqual((got["requests"], got["non2xx"], got["errors"]), (427, 3, 0))
+        micro = WRK_OUTPUT.replace("99%   89.17ms", "99%  250.00us").replace(
+            "Transfer/sec:     73.93KB", "Transfer/sec:      1.50GB")
+        got = serve.parse_wrk(micro + "  Socket errors: connect 0, read 2, write 1, timeout 4\n")
+        self.assertAlmostEqual(got["p99_ms"], 0.25)
+        self.assertAlmostEqual(got["bytes_per_s"], 1.5 * (1 << 30))
+        self.assertEqual(got["errors"], 7)
+        with self.assertRaises(ValueError):
+            serve.parse_wrk("unable to connect to 127.0.0.1:1 Connection refused")
+
+    def test_api_server_counter_sums_codes_by_verb_and_resource_without_non_resource_urls(self):
+        before = kube.request_counts(METRICS)
+        self.assertEqual(before, {("PATCH", "ocirepositories", "status"): 42.0,
+                                  ("POST", "events", ""): 5.0})
+        after = kube.request_counts(METRICS.replace("} 40", "} 140").replace(
+            'verb="GET",version=""} 7', 'verb="GET",version=""} 9'))
+        delta = kube.count_delta(after, before)
+        self.assertEqual(delta, {"PATCH ocirepositories/status": 100})
+        self.assertEqual(kube.summarize(delta), "PATCH ocirepositories/status: 100")
+
+    def test_ready_needs_the_condition_the_generation_and_the_artifact(self):
+        ready = {"type": "Ready", "status": "True"}
+        obj = {"metadata": {"generation": 2},
+               "status": {"observedGeneration": 2, "artifact": {"path": "p"}, "conditions": [ready]}}
+        self.assertTrue(kube.is_ready(obj))
+        # Flux's first patch: the conditions alone, observedGeneration not yet written.
+        self.assertFalse(kube.is_ready({"metadata": {"generation": 2},
+                                        "status": {"observedGeneration": -1, "conditions": [ready]}}))
+        stale = {"metadata": {"generation": 3}, "status": obj["status"]}
+        self.assertFalse(kube.is_ready(stale))
+        failing = {"metadata": {"generation": 2}, "status": dict(
+            obj["status"], conditions=[{"type": "Ready", "status": "False"}])}
+        self.assertFalse(kube.is_ready(failing))
+
+    def test_registry_requests_are_split_by_kind_with_pings_apart(self):
+        got = registry_split(["GET /v2/", "HEAD /v2/a/manifests/v1", "GET /v2/a/manifests/sha256:ab",
+                              "GET /v2/a/blobs/sha256:cd", "GET /v2/a/blobs/sha256:ef",
+                              "GET /v2/a/tags/list"])
+        self.assertEqual(got, {"ping": 1, "HEAD manifest": 1, "GET manifest": 1, "GET blob": 2,
+                               "GET other": 1})
+
+    def test_medians_skip_missing_figures_and_request_totals_count_pings_too(self):
+        runs = [{"t": 3.0, "reg": {"ping": 9, "GET blob": 1}}, {"t": None, "reg": {"GET blob": 5}},
+                {"t": 1.0, "reg": {"HEAD manifest": 2}}, {"error": "boom"}]
+        self.assertEqual(versus.med(runs, "t"), 2.0)
+        self.assertEqual(versus.med(runs, "missing"), None)
+        self.assertEqual(versus.med_count(runs, "reg"), 5)
+        self.assertEqual(versus.med_count(runs, "reg", only="ping"), 0)
+        self.assertEqual(versus.reg_text(runs[:1], "reg"), "10 (9 `GET /v2/` pings)")
+        self.assertEqual(versus.reg_text(runs[1:2], "reg"), "5")
+
+    def test_missed_targets_name_their_scenario(self):
+        rep = run.Report()
+        rep.row("6 fleet: 100 objects", "ocisource", wall=1.0)
+        rep.row("", "time until all Ready", ratio="0.7x", target="<= 0.5x", met=False)
+        rep.row("", "peak RSS", ratio="0.2x", target="<= 0.5x", met=True)
+        rep.row("9 serving", "10 KB file", ratio="0.9x", target=">= 1.0x Go", met=False)
+        self.assertEqual(rep.missed(), ["6 fleet: time until all Ready (<= 0.5x): 0.7x",
+                                        "9 serving: 10 KB file (>= 1.0x Go): 0.9x"])
+
+    def test_process_tree_rss_counts_the_children(self):
+        with tempfile.TemporaryDirectory() as d:
+            ready = Path(d) / "ready"
+            # Only the child holds the 64 MiB: the parent alone stays far below it.
+            code = (f"import os,time,pathlib\npid=os.fork()\n"
+                    f"if pid==0:\n c=b'y'*(64<<20); pathlib.Path('{ready}').touch(); time.sleep(30)\n"
+                    f"else:\n os.waitpid(pid,0)")
+            proc = subprocess.Popen([sys.executable, "-c", code])
+            try:
+                while not ready.exists():
+                    time.sleep(0.05)
+                sampler = RssSampler(proc.pid, period=0.01)
+                time.sleep(0.2)
+                peak = sampler.stop()
+                parent = proc_status(proc.pid)["VmRSS"]
+                self.assertLess(parent, 64 << 10)
+                self.assertGreaterEqual(tree_rss_kib(proc.pid), parent + (64 << 10))
+                self.assertGreaterEqual(peak, parent + (64 << 10))
+            finally:
+                for p in reversed(descendants(proc.pid)):
+                    os.kill(p, 9)
+                proc.wait()
 
 
 if __name__ == "__main__":
