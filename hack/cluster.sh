@@ -187,7 +187,7 @@ cmd_built() {
       "source-controller-$SOURCE_CONTROLLER_VERSION/source-controller"; do
     [ -x "$CACHE/$f" ] || return 1
   done
-  for f in source-controller-$SOURCE_CONTROLLER_VERSION kustomize-controller-$KUSTOMIZE_CONTROLLER_VERSION \
+  for f in source-controller-crds-$SOURCE_CRDS_VERSION kustomize-controller-$KUSTOMIZE_CONTROLLER_VERSION \
       helm-controller-$HELM_CONTROLLER_VERSION notification-controller-$NOTIFICATION_CONTROLLER_VERSION; do
     [ -d "$CACHE/$f/crds" ] || return 1
   done
