@@ -31,6 +31,10 @@ fuzz_target!(|data: &[u8]| {
             Some(&v),
             "tag {tag:?} → {shown}"
         );
+        // Ranges refuse a part of u64::MAX (their next bound would overflow).
+        if [v.major, v.minor, v.patch].contains(&u64::MAX) {
+            continue;
+        }
         let mut core = v.clone();
         core.build = semver::BuildMetadata::EMPTY;
         for (range, admits) in [
