@@ -35,8 +35,6 @@ log "chart: lint, render, validate, least privilege, pod security"
 OCISOURCE_BIN="$ROOT/target/debug/ocisource" hack/chart-check.sh
 log "clippy"
 cargo clippy --all-targets --quiet -- -D warnings
-log "fuzzing: every parser of outside bytes, 15 s per target (hack/fuzz.sh --seconds N for longer)"
-hack/fuzz.sh --seconds "${FUZZ_SECONDS:-15}"
 log "benchmark harness: its own tests, then a smoke run at tiny sizes"
 python3 -B -m unittest discover -s hack/bench 2>&1 | tail -3
 BENCH_QUICK=1 BENCH_CHART=0 BENCH_BIN="$ROOT/target/debug/ocisource" hack/bench.sh >"$WORK/bench-quick.log" 2>&1 || { tail -30 "$WORK/bench-quick.log"; exit 1; }

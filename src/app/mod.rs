@@ -53,11 +53,19 @@ fn cloud_login() -> Result<std::sync::Arc<crate::cloud::WorkloadLogin>, AppError
     .map_err(|e| AppError::Failed(format!("failed to set up cloud registry logins: {e}")))
 }
 
+/// Colour only for a person at a terminal: never in CI logs, files or pipes, and never
+/// when `NO_COLOR` is set (no-color.org).
+fn colour() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 fn init_tracing(level: &str, encoding: LogEncoding) {
     let filter = tracing_subscriber::EnvFilter::try_new(level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour())
         .with_writer(std::io::stderr);
     let _ = match encoding {
         LogEncoding::Json => builder.json().try_init(),
