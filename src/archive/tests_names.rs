@@ -199,7 +199,7 @@ fn remembered_paths_are_capped_with_a_clear_error() {
     let names: Vec<String> = (0..2000).map(|i| format!("d{i}/{}", "n".repeat(200))).collect();
     let layer = files(&names);
     let small = limits(|l| l.max_remembered_bytes = 256 << 10);
-    let (err, msg) = refused_with(&[layer.clone()], small, 0, "/nnnn");
+    let (err, msg) = refused_with(std::slice::from_ref(&layer), small, 0, "/nnnn");
     assert!(
         matches!(err, ArchiveError::TooManyPaths { limit: 262_144, .. }),
         "{err:?}"

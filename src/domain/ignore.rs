@@ -490,7 +490,7 @@ mod tests {
             let mut verdicts: BTreeMap<&str, bool> = BTreeMap::new();
             for p in paths {
                 let is_dir = paths.iter().any(|q| q.starts_with(&format!("{p}/")));
-                let parent = p.rsplit_once('/').map_or(false, |(d, _)| verdicts[d]);
+                let parent = p.rsplit_once('/').is_some_and(|(d, _)| verdicts[d]);
                 let below = rules.is_ignored_below(p, is_dir, parent);
                 assert_eq!(below, rules.is_ignored(p, is_dir), "{p}");
                 verdicts.insert(p, below);
