@@ -168,12 +168,12 @@ def registry_split(reqs: list[str]) -> dict[str, int]:
 
 def run_fleet(kind: str, tag: str, cluster: Cluster, reg, bin_path: str, out: Path,
               images: list[dict], n: int, concurrent: int, interval_s: int, steady_s: float,
-              deadline_s: float, quick: bool = False) -> dict:
+              deadline_s: float, cleanup: bool = True) -> dict:
     """One timed run of a fleet of `n` objects (created first), see the module doc.
 
     `steady_s` > 0 adds one steady-state window after all are Ready (registry and API
-    requests counted in it); the RSS reported as steady is read at its end. `quick`
-    cleanup waits for the objects only, not for the whole namespace."""
+    requests counted in it); the RSS reported as steady is read at its end. Without
+    `cleanup` the objects are left behind (the last run before the cluster goes down)."""
     kube = cluster.kube
     ns = f"b{tag}".lower().replace("_", "-")
     d = out / tag
@@ -219,8 +219,10 @@ def run_fleet(kind: str, tag: str, cluster: Cluster, reg, bin_path: str, out: Pa
     finally:
         watcher.stop()
         tc = time.monotonic()
-        clean = kube.delete_namespace(ns, base, (300 if n > 2000 else 120) if proc else 0,
-                                      whole=not quick)
+        clean = True
+        if cleanup or not proc:
+            clean = kube.delete_namespace(ns, base, (300 if n > 2000 else 120) if proc else 0,
+                                          whole=False)
         if proc:
             kill(proc)
         if not clean:
@@ -270,7 +272,7 @@ def run_single(kind: str, tag: str, cluster: Cluster, reg, bin_path: str, out: P
     finally:
         watcher.stop()
         tc = time.monotonic()
-        kube.delete_namespace(ns, base, 120, whole=not quick)
+        kube.delete_namespace(ns, base, 120, whole=False)
         kill(proc)
         shutil.rmtree(d / "storage", ignore_errors=True)
         note(tag, "cleaned up", tc)

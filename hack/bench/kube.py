@@ -42,17 +42,23 @@ class Kube:
 
     def request(self, method: str, path: str, body=None, ctype: str = "application/json",
                 ok=(200, 201, 202)) -> tuple[int, dict | str]:
-        conn = getattr(self.local, "conn", None) or self.connect()
-        self.local.conn = conn
         data = json.dumps(body).encode() if body is not None else None
-        try:
-            conn.request(method, path, body=data, headers={"Content-Type": ctype} if data else {})
-            resp = conn.getresponse()
-            raw = resp.read()
-        except (OSError, http.client.HTTPException):
-            conn.close()
-            self.local.conn = None
-            raise
+        for attempt in (1, 2):
+            reused = getattr(self.local, "conn", None) is not None
+            conn = self.local.conn if reused else self.connect()
+            self.local.conn = conn
+            try:
+                conn.request(method, path, body=data, headers={"Content-Type": ctype} if data else {})
+                resp = conn.getresponse()
+                raw = resp.read()
+                break
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                self.local.conn = None
+                # The API server closes keep-alive connections idle for a while (longer
+                # than a slow controller takes to get all Ready): one retry on a new one.
+                if not reused or attempt == 2:
+                    raise
         text = raw.decode(errors="replace")
         try:
             out = json.loads(text) if resp.getheader("Content-Type", "").startswith("application/json") else text
@@ -203,6 +209,9 @@ class Watcher:
 # each new namespace its default ServiceAccount. Neither controller touches these here
 # (both run without leader election), so they are left out of the counts.
 BACKGROUND = {"leases", "endpoints", "endpointslices", "serviceaccounts", "namespaces"}
+# The namespace controller empties a deleted namespace with deletecollection (cleanup of
+# the previous run may still be under way); neither controller uses that verb.
+BACKGROUND_VERBS = {"DELETECOLLECTION"}
 
 
 def request_counts(metrics_text: str) -> dict[tuple[str, str, str], float]:
@@ -215,7 +224,8 @@ def request_counts(metrics_text: str) -> dict[tuple[str, str, str], float]:
             continue
         labels_part, _, value = line.rpartition("} ")
         labels = dict(LABEL.findall(labels_part))
-        if not labels.get("resource") or labels["resource"] in BACKGROUND:
+        if (not labels.get("resource") or labels["resource"] in BACKGROUND
+                or labels.get("verb") in BACKGROUND_VERBS):
             continue
         key = (labels.get("verb", ""), labels["resource"], labels.get("subresource", ""))
         out[key] = out.get(key, 0.0) + float(value)
