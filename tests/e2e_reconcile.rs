@@ -63,7 +63,8 @@ fn status(run: &Run) -> serde_json::Value {
             run.stdout, run.stderr
         )
     });
-    v[0]["status"].clone()
+    assert_eq!(v["kind"], "List", "{v}");
+    v["items"][0]["status"].clone()
 }
 
 fn condition<'a>(status: &'a serde_json::Value, type_: &str) -> &'a serde_json::Value {
@@ -211,7 +212,8 @@ async fn moved_tag_semver_filter_and_digest_refs() {
     );
     let run = reconcile(&[&semver, &filtered], &storage, &[]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let v: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let list: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let v = &list["items"];
     assert!(
         v[0]["status"]["artifact"]["revision"]
             .as_str()

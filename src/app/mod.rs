@@ -7,10 +7,13 @@ mod controller_cmd;
 mod progress;
 mod pull;
 mod push;
+mod push_source;
 mod reconcile_cmd;
+mod reference;
 mod registry_args;
 mod verify_cmd;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use crate::cli::{Cli, Command, LogEncoding};
@@ -43,11 +46,18 @@ impl AppError {
     }
 }
 
+/// Colour only for a person at a terminal: never in CI logs, files or pipes, and never
+/// when `NO_COLOR` is set (no-color.org).
+fn colour() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 fn init_tracing(level: &str, encoding: LogEncoding) {
     let filter = tracing_subscriber::EnvFilter::try_new(level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour())
         .with_writer(std::io::stderr);
     let _ = match encoding {
         LogEncoding::Json => builder.json().try_init(),
