@@ -52,9 +52,19 @@ fn colour() -> bool {
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
+/// The TLS verifier logs every refused certificate at ERROR, and the registry error
+/// carries the same text: unless asked for by name, its log is left out so that each
+/// failure is printed once.
+const QUIET_TARGETS: &str = "rustls_platform_verifier=off";
+
 fn init_tracing(level: &str, encoding: LogEncoding) {
-    let filter = tracing_subscriber::EnvFilter::try_new(level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let directives = if level.contains("rustls_platform_verifier") {
+        level.to_string()
+    } else {
+        format!("{level},{QUIET_TARGETS}")
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(directives)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("warn,{QUIET_TARGETS}")));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(colour())

@@ -15,10 +15,10 @@ use reqwest::header::{HeaderValue, AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE}
 
 use super::auth::{parse_challenge, AuthState, Authorization, Challenge};
 use super::origin::{BoundCredential, Origin};
-use super::retry::{retryable_status, RetryPolicy};
+use super::retry::{retryable_status, retryable_transport, RetryPolicy};
 use super::transport::{chain, DEFAULT_TIMEOUT};
 use crate::domain::digest::Digest;
-use crate::ports::{RegistryError, RegistryErrorKind, RegistryOptions};
+use crate::ports::{Audience, RegistryError, RegistryErrorKind, RegistryOptions};
 
 /// Limits and retry settings shared by the sessions a connector opens.
 #[derive(Clone, Debug)]
@@ -82,6 +82,8 @@ pub struct RegistryClient {
     pub(super) auth: Arc<AuthState>,
     pub(crate) settings: ClientSettings,
     pub(crate) small_timeout: Duration,
+    /// Whose settings the hints in errors name.
+    pub(crate) audience: Audience,
 }
 
 impl std::fmt::Debug for RegistryClient {
@@ -164,6 +166,7 @@ impl RegistryClient {
             auth: Arc::new(AuthState::new(options.credentials.clone())),
             settings,
             small_timeout: options.timeout.unwrap_or(DEFAULT_TIMEOUT),
+            audience: options.audience,
         })
     }
 
@@ -245,7 +248,7 @@ impl RegistryClient {
                         Some(ch) if !challenged => {
                             challenged = true;
                             if ch == Challenge::Basic && self.auth.credentials().is_none() {
-                                return Err(unauthorized(what, url, "the registry requires a login and no credentials are configured"));
+                                return Err(unauthorized(what, url, "the registry requires a login and no credentials are configured", self.audience));
                             }
                             self.auth.drop_token(&scope);
                             self.auth.learn(&ch);
@@ -255,6 +258,7 @@ impl RegistryClient {
                                 what,
                                 url,
                                 "the registry answered 401 Unauthorized",
+                                self.audience,
                             ))
                         }
                     }
@@ -264,6 +268,7 @@ impl RegistryClient {
                         what,
                         url,
                         "the registry answered 403 Forbidden",
+                        self.audience,
                     ))
                 }
                 404 => {
@@ -313,17 +318,25 @@ impl RegistryClient {
                 Err(e) if e.is_redirect() => {
                     return Err(err(
                         RegistryErrorKind::Protocol,
-                        format!("failed to {what} {url}: refused to follow a redirect: {}", chain(&e)),
+                        format!(
+                            "failed to {what} {url}: refused to follow a redirect: {}",
+                            chain(&e)
+                        ),
                     ));
                 }
                 Err(e) => {
-                    let msg = chain(&e);
+                    // reqwest repeats the URL the message already names.
+                    let msg = chain(&e.without_url());
                     let tls = is_tls_failure(&msg);
-                    if tls || attempt >= attempts {
-                        let hint = if tls {
-                            "; if the registry uses a private CA, provide it (certSecretRef ca.crt)"
+                    if tls || !retryable_transport(&msg) || attempt >= attempts {
+                        // A private CA is the likely cure, unless the name is what is wrong.
+                        let hint = if tls && !msg.contains("not valid for name") {
+                            format!(
+                                "; if the registry uses a private CA, provide it ({})",
+                                self.audience.ca()
+                            )
                         } else {
-                            ""
+                            String::new()
                         };
                         return Err(err(
                             RegistryErrorKind::Transport,
@@ -366,10 +379,18 @@ pub(crate) fn unexpected(what: &str, url: &str, status: reqwest::StatusCode) -> 
     )
 }
 
-pub(crate) fn unauthorized(what: &str, url: &str, detail: &str) -> RegistryError {
+pub(crate) fn unauthorized(
+    what: &str,
+    url: &str,
+    detail: &str,
+    audience: Audience,
+) -> RegistryError {
     err(
         RegistryErrorKind::Unauthorized,
-        format!("failed to {what} {url}: {detail}; check the credentials (spec.secretRef or spec.serviceAccountName; --creds or the docker config for the CLI)"),
+        format!(
+            "failed to {what} {url}: {detail}; check the credentials ({})",
+            audience.credentials()
+        ),
     )
 }
 

@@ -56,6 +56,7 @@ impl RegistryClient {
                 &what,
                 realm,
                 &format!("the token service answered {status}"),
+                self.audience,
             ));
         }
         if !status.is_success() {
@@ -79,4 +80,3 @@ impl RegistryClient {
         Ok(header)
     }
 }
-
