@@ -156,7 +156,9 @@ pub async fn run(args: PushArgs) -> Result<(), AppError> {
             let pem = std::fs::read(p).map_err(|e| {
                 AppError::Input(format!("failed to read --sign-key '{}': {e}", p.display()))
             })?;
-            SigningKey::from_pem(&pem)
+            // cosign's variable, so a key made by `cosign generate-key-pair` opens as there.
+            let password = std::env::var_os("COSIGN_PASSWORD").map(|v| v.into_encoded_bytes());
+            SigningKey::from_pem_with_password(&pem, password.as_deref())
                 .map_err(|e| AppError::Input(format!("invalid --sign-key '{}': {e}", p.display())))
         })
         .transpose()?;
