@@ -45,6 +45,8 @@ pub enum LogEncoding {
 }
 
 /// Subcommands.
+// Parsed once per process: boxing the larger argument sets would save nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Resolve, verify (optional) and pull an OCI artifact into one normalised tar.gz.

@@ -9,11 +9,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod cli_common;
+#[allow(dead_code)] // the signature upload helpers are for the e2e_verify tests
 #[path = "e2e_verify/cosign.rs"]
 mod cosign;
 mod support;
 
-use std::path::Path;
 use std::process::Command;
 
 use cli_common::{arg, ocisource, Out};

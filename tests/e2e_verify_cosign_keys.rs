@@ -10,6 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod cli_common;
+#[allow(dead_code)] // the signature upload helpers are for the e2e_verify tests
 #[path = "e2e_verify/cosign.rs"]
 mod cosign;
 mod support;

@@ -15,7 +15,7 @@ use reqwest::header::{HeaderValue, AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE}
 
 use super::auth::{parse_challenge, AuthState, Authorization, Challenge};
 use super::origin::{BoundCredential, Origin};
-use super::retry::{retryable_status, retryable_transport, RetryPolicy};
+use super::retry::{is_tls_failure, retryable_status, retryable_transport, RetryPolicy};
 use super::transport::{chain, DEFAULT_TIMEOUT};
 use crate::domain::digest::Digest;
 use crate::ports::{Audience, RegistryError, RegistryErrorKind, RegistryOptions};
@@ -392,9 +392,4 @@ pub(crate) fn unauthorized(
             audience.credentials()
         ),
     )
-}
-
-fn is_tls_failure(msg: &str) -> bool {
-    let m = msg.to_ascii_lowercase();
-    m.contains("certificate") || m.contains("unknownissuer") || m.contains("handshake")
 }

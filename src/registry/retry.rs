@@ -88,6 +88,13 @@ pub fn retryable_transport(message: &str) -> bool {
     !PERMANENT.iter().any(|p| m.contains(p))
 }
 
+/// True when a connection failed in TLS (certificate or handshake): never retried, and
+/// worth a hint about the CA.
+pub fn is_tls_failure(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("certificate") || m.contains("unknownissuer") || m.contains("handshake")
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

@@ -4,8 +4,6 @@
 //! (`sha256-<hex>.sig` tag, one SimpleSigning layer annotated with the base64 DER
 //! signature). Must not import ocisource: fixtures made by the code under test prove nothing.
 
-#![allow(dead_code)]
-
 use std::path::{Path, PathBuf};
 
 use base64::engine::general_purpose::STANDARD as B64;
