@@ -32,7 +32,7 @@ LT=application/vnd.oci.image.layer.v1.tar+gzip
   "$REGISTRY_ADDR/demo/app:v1.0.0" "$DEMO/base.tar.gz:$LT" "$DEMO/overlay.tar.gz:$LT" "$DEMO/cleanup.tar.gz:$LT" >/dev/null
 
 log "ocisource pull: all layers, one pass, one tar.gz"
-"$BIN" pull "oci://$REGISTRY_ADDR/demo/app" --semver '>=1.0.0' --insecure -o "$DEMO/app.tar.gz"
+"$BIN" pull "oci://$REGISTRY_ADDR/demo/app" --semver '>=1.0.0' --insecure --output-file "$DEMO/app.tar.gz"
 log "contents (later layers win, whiteouts applied, headers normalised)"
 tar -tvzf "$DEMO/app.tar.gz"
 tar -xzOf "$DEMO/app.tar.gz" apps/web/deployment.yaml

@@ -1,6 +1,14 @@
 //! Command-line interface: clap definitions, and their conversion into validated
 //! settings once, before any work starts. Nothing here performs I/O beyond reading
 //! files named on the command line.
+//!
+//! Conventions carried over from kubectl, flux, oras and cosign: `-o/--output` is always
+//! the output FORMAT (yaml or json), never a path; `pull` writes its tar.gz to
+//! `--output-file` (cosign's name for "write to this file"); artifacts are named
+//! `oci://host[:port]/repo:tag` or `oci://host[:port]/repo@sha256:<hex>`. The examples
+//! each `--help` prints live in `cli/help.rs`.
+
+mod help;
 
 use std::path::PathBuf;
 
@@ -8,7 +16,13 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// ocisource: turn OCI artifacts into Flux-compatible tar.gz artifacts.
 #[derive(Debug, Parser)]
-#[command(name = "ocisource", version, about, propagate_version = true)]
+#[command(
+    name = "ocisource",
+    version,
+    about,
+    propagate_version = true,
+    after_help = help::ROOT
+)]
 pub struct Cli {
     /// Log level (error, warn, info, debug, trace) or a tracing filter.
     #[arg(long, global = true, default_value = "warn", env = "OCISOURCE_LOG")]
@@ -31,15 +45,21 @@ pub enum LogEncoding {
 }
 
 /// Subcommands.
+// Parsed once per process: boxing the larger argument sets would save nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Resolve, verify (optional) and pull an OCI artifact into one normalised tar.gz.
+    #[command(after_help = help::PULL)]
     Pull(PullArgs),
-    /// Publish a directory as an OCI artifact in the format of `flux push artifact`.
+    /// Publish a directory or a file as an OCI artifact, as `flux push artifact` does.
+    #[command(after_help = help::PUSH)]
     Push(PushArgs),
     /// Verify the cosign signature of an OCI artifact.
+    #[command(after_help = help::VERIFY)]
     Verify(VerifyArgs),
     /// Reconcile OCIRepository objects from files once, without a cluster.
+    #[command(after_help = help::RECONCILE)]
     Reconcile(ReconcileArgs),
     /// Run the controller in a cluster.
     Controller(ControllerArgs),
@@ -110,22 +130,35 @@ pub struct ReconcileArgs {
     /// Address written into artifact URLs.
     #[arg(long, default_value = "localhost:9090")]
     pub storage_adv_addr: String,
-    /// Format of the printed objects.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Yaml)]
+    /// Format of the printed `kind: List` of objects: yaml or json.
+    #[arg(short = 'o', long, value_name = "FORMAT", default_value = "yaml", value_parser = output_format)]
     pub output: OutputFormat,
     /// Print the number of registry requests to stderr.
     #[arg(long)]
     pub stats: bool,
 }
 
-/// Output format of printed objects.
-#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq, Default)]
+/// Output format of printed objects (`-o/--output`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum OutputFormat {
     /// YAML.
     #[default]
     Yaml,
     /// JSON.
     Json,
+}
+
+/// The value of `-o/--output`: a format, never a path. A path gets a message naming the
+/// flag that takes one, so the habits of `curl -o FILE` and `flux pull artifact -o DIR`
+/// fail clearly instead of writing somewhere unexpected.
+fn output_format(s: &str) -> Result<OutputFormat, String> {
+    match s {
+        "yaml" => Ok(OutputFormat::Yaml),
+        "json" => Ok(OutputFormat::Json),
+        other => Err(format!(
+            "'{other}' is not an output format: -o/--output takes yaml or json (as in kubectl and flux); pull writes its tar.gz to --output-file FILE, push reads --path"
+        )),
+    }
 }
 
 /// Flags that say how to reach a registry.
@@ -157,21 +190,32 @@ pub struct RegistryArgs {
     pub timeout: std::time::Duration,
 }
 
-/// Flags of signature verification, shared by `pull` and `verify`.
+/// Flags of signature verification, shared by `pull` and `verify`. Keyless needs one of
+/// the identity flags and one of the issuer flags, as in `cosign verify`.
 #[derive(Debug, Args, Clone, Default)]
 pub struct VerifyFlags {
     /// Cosign public key (PEM); repeat for several keys, any one may match.
     #[arg(long = "key", value_name = "FILE")]
     pub keys: Vec<PathBuf>,
-    /// Keyless: regex the certificate's identity (SAN) must match.
+    /// Keyless: the certificate's identity (SAN: email or URI), exactly.
     #[arg(
         long,
-        value_name = "REGEX",
-        requires = "certificate_oidc_issuer_regexp"
+        value_name = "IDENTITY",
+        conflicts_with = "certificate_identity_regexp"
     )]
+    pub certificate_identity: Option<String>,
+    /// Keyless: regex the certificate's identity (SAN) must match in full.
+    #[arg(long, value_name = "REGEX")]
     pub certificate_identity_regexp: Option<String>,
-    /// Keyless: regex the certificate's OIDC issuer must match.
-    #[arg(long, value_name = "REGEX", requires = "certificate_identity_regexp")]
+    /// Keyless: the certificate's OIDC issuer, exactly.
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with = "certificate_oidc_issuer_regexp"
+    )]
+    pub certificate_oidc_issuer: Option<String>,
+    /// Keyless: regex the certificate's OIDC issuer must match in full.
+    #[arg(long, value_name = "REGEX")]
     pub certificate_oidc_issuer_regexp: Option<String>,
     /// Sigstore trusted_root.json for a self-hosted Sigstore (default: the bundled public-good root).
     #[arg(long, value_name = "FILE")]
@@ -181,14 +225,20 @@ pub struct VerifyFlags {
 impl VerifyFlags {
     /// True when any verification was asked for.
     pub fn requested(&self) -> bool {
-        !self.keys.is_empty() || self.certificate_identity_regexp.is_some()
+        !self.keys.is_empty()
+            || self.certificate_identity.is_some()
+            || self.certificate_identity_regexp.is_some()
+            || self.certificate_oidc_issuer.is_some()
+            || self.certificate_oidc_issuer_regexp.is_some()
     }
 }
 
 /// `ocisource pull`.
 #[derive(Debug, Args)]
 pub struct PullArgs {
-    /// Repository, oci://host[:port]/path (no tag or digest: use --tag, --semver or --digest).
+    /// Artifact: oci://host[:port]/repo:tag, oci://host[:port]/repo@sha256:<hex>, or
+    /// oci://host[:port]/repo with --tag, --semver or --digest (neither means tag latest).
+    #[arg(value_name = "URL")]
     pub url: String,
     /// Tag to pull (default: latest).
     #[arg(long, conflicts_with_all = ["semver", "digest"])]
@@ -220,11 +270,11 @@ pub struct PullArgs {
     /// Refuse artifacts whose layers hold more than this many entries.
     #[arg(long, default_value_t = 1_000_000)]
     pub max_entries: u64,
-    /// Where to write the tar.gz.
-    #[arg(short = 'o', long = "output-file", value_name = "FILE.tar.gz")]
+    /// Where to write the tar.gz (replaced atomically; untouched when the pull fails).
+    #[arg(long = "output-file", value_name = "FILE.tar.gz")]
     pub output_file: PathBuf,
-    /// Format of the printed Artifact.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Yaml)]
+    /// Format of the printed result: yaml or json.
+    #[arg(short = 'o', long, value_name = "FORMAT", default_value = "yaml", value_parser = output_format)]
     pub output: OutputFormat,
     /// Registry connection.
     #[command(flatten)]
@@ -246,11 +296,19 @@ pub enum LayerOperationArg {
 /// `ocisource push`.
 #[derive(Debug, Args)]
 pub struct PushArgs {
-    /// Destination, oci://host[:port]/path:tag.
+    /// Destination, oci://host[:port]/repo:tag (a tag is required: a digest names content
+    /// that exists already).
+    #[arg(value_name = "URL")]
     pub url: String,
-    /// Directory to publish.
-    #[arg(long)]
+    /// What to publish: a directory, a single file, or - for standard input (stored as
+    /// one file named stdin.yaml, e.g. the output of `kustomize build`).
+    #[arg(long, value_name = "DIR|FILE|-")]
     pub path: PathBuf,
+    /// Paths to leave out, in .gitignore syntax, comma-separated or repeated (as in flux);
+    /// replaces the default media and archive patterns. VCS files (.git/, .gitignore,
+    /// .gitmodules, .gitattributes) are always left out; `.sourceignore` files apply too.
+    #[arg(long, value_name = "PATTERNS", value_delimiter = ',')]
+    pub ignore_paths: Option<Vec<String>>,
     /// Extra manifest annotation KEY=VALUE (repeatable).
     #[arg(long = "annotation", value_name = "KEY=VALUE")]
     pub annotations: Vec<String>,
@@ -260,11 +318,12 @@ pub struct PushArgs {
     /// Source revision recorded in org.opencontainers.image.revision.
     #[arg(long)]
     pub revision: Option<String>,
-    /// Sign the pushed manifest with this cosign-compatible private key (PEM PKCS#8, ECDSA P-256).
+    /// Sign the pushed manifest with this ECDSA P-256 private key: cosign's encrypted
+    /// `cosign.key` (password in COSIGN_PASSWORD), PKCS#8 `PRIVATE KEY` or SEC1 `EC PRIVATE KEY` PEM.
     #[arg(long, value_name = "FILE")]
     pub sign_key: Option<PathBuf>,
-    /// Format of the printed result.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Yaml)]
+    /// Format of the printed result (Flux's fields: url, repository, tag, digest): yaml or json.
+    #[arg(short = 'o', long, value_name = "FORMAT", default_value = "yaml", value_parser = output_format)]
     pub output: OutputFormat,
     /// Registry connection.
     #[command(flatten)]
@@ -274,8 +333,13 @@ pub struct PushArgs {
 /// `ocisource verify`.
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
-    /// Artifact, oci://host[:port]/path:tag or oci://host[:port]/path@sha256:...
+    /// Artifact, oci://host[:port]/repo:tag or oci://host[:port]/repo@sha256:<hex>; one
+    /// of them is required (no silent `latest`).
+    #[arg(value_name = "URL")]
     pub url: String,
+    /// Format of the printed result (cosign's: a list of verified payloads): json or yaml.
+    #[arg(short = 'o', long, value_name = "FORMAT", default_value = "json", value_parser = output_format)]
+    pub output: OutputFormat,
     /// Verification settings.
     #[command(flatten)]
     pub verify: VerifyFlags,

@@ -50,6 +50,53 @@ pub struct RegistryOptions {
     pub timeout: Option<Duration>,
     /// User-Agent suffix or other identification; informational.
     pub user_agent: Option<String>,
+    /// Who reads this session's errors, so that hints name a setting they can change.
+    pub audience: Audience,
+}
+
+/// Who configured a registry session: the hints in its errors name that reader's
+/// settings (`spec.certSecretRef ca.crt` for an OCIRepository, `--ca-file` on the CLI).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Audience {
+    /// An OCIRepository (the controller, `ocisource reconcile -f`).
+    #[default]
+    Spec,
+    /// Command-line flags (`ocisource pull`, `push`, `verify`).
+    Cli,
+}
+
+impl Audience {
+    /// Where a private CA is given.
+    pub fn ca(self) -> &'static str {
+        match self {
+            Self::Spec => "spec.certSecretRef ca.crt",
+            Self::Cli => "--ca-file",
+        }
+    }
+
+    /// Where credentials come from.
+    pub fn credentials(self) -> &'static str {
+        match self {
+            Self::Spec => "spec.secretRef or spec.serviceAccountName",
+            Self::Cli => "--creds, OCISOURCE_CREDS or the docker config (docker login)",
+        }
+    }
+
+    /// How certificate verification is skipped.
+    pub fn insecure(self) -> &'static str {
+        match self {
+            Self::Spec => "spec.insecure: true",
+            Self::Cli => "--insecure",
+        }
+    }
+
+    /// Where the request timeout is set.
+    pub fn timeout(self) -> &'static str {
+        match self {
+            Self::Spec => "spec.timeout",
+            Self::Cli => "--timeout",
+        }
+    }
 }
 
 /// A client certificate and its private key, both PEM.

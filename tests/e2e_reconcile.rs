@@ -151,7 +151,8 @@ async fn moved_tag_semver_filter_and_digest_refs() {
     );
     let run = reconcile(&[&semver, &filtered], &storage, &[]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let v: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let list: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let v = &list["items"];
     assert!(
         v[0]["status"]["artifact"]["revision"]
             .as_str()

@@ -210,7 +210,7 @@ async fn pull_with_a_semver_ref_over_pages_of_15_mib_tags_stays_small() {
         .arg("-o")
         .arg(&rss)
         .arg(env!("CARGO_BIN_EXE_ocisource"))
-        .args(["pull", &url, "--insecure", "--semver", ">=1.0.0", "-o"])
+        .args(["pull", &url, "--insecure", "--semver", ">=1.0.0", "--output-file"])
         .arg(&out);
     let run = tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await

@@ -88,7 +88,7 @@ fn reconcile_with_secret(s: &Setup, name: &str, config_json: &str) -> (Output, s
             String::from_utf8_lossy(&out.stderr)
         )
     });
-    (out, printed[0]["status"].clone())
+    (out, printed["items"][0]["status"].clone())
 }
 
 fn ready(status: &serde_json::Value) -> &serde_json::Value {
@@ -139,7 +139,7 @@ async fn the_cli_still_runs_the_helper_of_the_users_own_config() {
     std::fs::write(cfg.join("config.json"), r#"{"credsStore":"evil"}"#).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_ocisource"))
         .args(["pull", &format!("oci://{}/team/app", s.reg.host())])
-        .args(["--insecure", "--tag", "v1", "-o"])
+        .args(["--insecure", "--tag", "v1", "--output-file"])
         .arg(s.dir.path().join("o.tar.gz"))
         .env("PATH", &s.path_env)
         .env("DOCKER_CONFIG", cfg)

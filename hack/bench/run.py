@@ -136,7 +136,7 @@ def ratio(a: Result, b: Result) -> tuple[float | None, str]:
 
 
 def pull_argv(host: str, repo: str, out: Path, *extra: str) -> list[str]:
-    return [BIN, "pull", f"oci://{host}/{repo}", "--tag", "v1.0.0", "-o", str(out), "--insecure", *extra]
+    return [BIN, "pull", f"oci://{host}/{repo}", "--tag", "v1.0.0", "--output-file", str(out), "--insecure", *extra]
 
 
 def scenario1(rep: Report, reg: oci.Registry, aset: dict, out: Path) -> None:

@@ -7,10 +7,13 @@ mod controller_cmd;
 mod progress;
 mod pull;
 mod push;
+mod push_source;
 mod reconcile_cmd;
+mod reference;
 mod registry_args;
 mod verify_cmd;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use crate::cli::{Cli, Command, LogEncoding};
@@ -56,13 +59,22 @@ fn cloud_login() -> Result<std::sync::Arc<crate::cloud::WorkloadLogin>, AppError
 /// Colour only for a person at a terminal: never in CI logs, files or pipes, and never
 /// when `NO_COLOR` is set (no-color.org).
 fn colour() -> bool {
-    use std::io::IsTerminal;
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
+/// The TLS verifier logs every refused certificate at ERROR, and the registry error
+/// carries the same text: unless asked for by name, its log is left out so that each
+/// failure is printed once.
+const QUIET_TARGETS: &str = "rustls_platform_verifier=off";
+
 fn init_tracing(level: &str, encoding: LogEncoding) {
-    let filter = tracing_subscriber::EnvFilter::try_new(level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let directives = if level.contains("rustls_platform_verifier") {
+        level.to_string()
+    } else {
+        format!("{level},{QUIET_TARGETS}")
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(directives)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("warn,{QUIET_TARGETS}")));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(colour())

@@ -1,5 +1,7 @@
 //! `ocisource pull`: resolve, verify (when asked), stream every selected layer into one
-//! tar.gz at `-o`, print the Artifact.
+//! tar.gz at `--output-file`, print what was pulled. The printed fields name the two
+//! digests apart: `manifestDigest` (the OCI manifest, what cosign signs) and
+//! `archiveDigest` (the tar.gz written, Flux's `status.artifact.digest`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -11,31 +13,35 @@ use crate::cli::{LayerOperationArg, PullArgs};
 use crate::domain::layers::{LayerOperation, LayerSelector};
 use crate::domain::limits::Limits;
 use crate::domain::manifest::Platform;
-use crate::domain::reference::{RefSpec, RepositoryUrl};
 use crate::pipeline::{self, StoreRequest};
 use crate::ports::{Registry, RegistryConnector};
 use crate::reconcile::error::chain;
 use crate::registry::HttpConnector;
 use crate::storage::Storage;
 
-use super::{registry_args, verify_cmd, AppError};
+use super::{reference, registry_args, verify_cmd, AppError};
 
-/// What `pull` prints: Flux's Artifact fields plus where the file went.
+/// What `pull` prints.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PulledArtifact {
-    /// `<tag>@sha256:…` or the digest.
-    pub revision: String,
-    /// sha256 of the written tar.gz.
-    pub digest: String,
-    /// Bytes written.
-    pub size: u64,
-    /// The file written.
-    pub path: String,
-    /// The repository.
+    /// `oci://host/repo`.
     pub url: String,
-    /// Digest of the image manifest used (after platform choice).
+    /// `host/repo`, as `push` prints it (`.repository + "@" + .manifestDigest`).
+    pub repository: String,
+    /// The tag the artifact was found under (tag and semver refs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// `<tag>@sha256:…` or the digest, as Flux reports the revision.
+    pub revision: String,
+    /// Digest of the image manifest used (after platform choice): what cosign signs.
     pub manifest_digest: String,
+    /// The tar.gz written.
+    pub archive_path: String,
+    /// sha256 of the tar.gz written (Flux's `status.artifact.digest`).
+    pub archive_digest: String,
+    /// Bytes written.
+    pub archive_size: u64,
     /// Layers merged (or 1 for copy).
     pub layers: usize,
     /// The manifest's annotations.
@@ -52,16 +58,18 @@ fn input(e: impl std::fmt::Display) -> AppError {
 
 /// Runs `pull`.
 pub async fn run(args: PullArgs) -> Result<(), AppError> {
-    let url = RepositoryUrl::parse(&args.url).map_err(input)?;
-    let reference = RefSpec::from_fields(
+    let (url, reference) = reference::for_pull(
+        &args.url,
         args.tag.as_deref(),
         args.semver.as_deref(),
         args.semver_filter.as_deref(),
         args.digest.as_deref(),
-    )
-    .map_err(input)?
-    .with_layer_media_type(args.layer_media_type.as_deref());
-    reference.check().map_err(input)?;
+    )?;
+    let reference = reference.with_layer_media_type(args.layer_media_type.as_deref());
+    reference::check(&reference)?;
+    if let Some(text) = &args.ignore {
+        reference::ignore_rules("--ignore", text)?;
+    }
     let platform = Platform::parse(&args.platform).map_err(input)?;
     let selector = LayerSelector {
         media_type: args.layer_media_type.clone(),
@@ -82,7 +90,10 @@ pub async fn run(args: PullArgs) -> Result<(), AppError> {
         .await
         .map_err(|e| failed(&e))?;
     let verified = match &policy {
-        Some(p) => Some(verify_cmd::verify(registry.as_ref(), &url, &resolved.digest, p).await?),
+        Some(p) => {
+            let v = verify_cmd::verify(registry.as_ref(), &url, &resolved.digest, p).await?;
+            Some(verify_cmd::describe(&url, &resolved.digest, &v))
+        }
         None => None,
     };
     let (manifest, manifest_digest) =
@@ -118,12 +129,14 @@ pub async fn run(args: PullArgs) -> Result<(), AppError> {
     drop(progress);
     super::print(
         &PulledArtifact {
-            revision: resolved.revision,
-            digest: stored.digest.to_string(),
-            size: stored.size,
-            path: args.output_file.display().to_string(),
             url: url.to_string(),
+            repository: format!("{}/{}", url.host, url.repository),
+            tag: resolved.tag,
+            revision: resolved.revision,
             manifest_digest: manifest_digest.to_string(),
+            archive_path: args.output_file.display().to_string(),
+            archive_digest: stored.digest.to_string(),
+            archive_size: stored.size,
             layers,
             metadata: manifest.annotations,
             verified,
@@ -140,7 +153,7 @@ fn split_output(path: &Path) -> Result<(std::path::PathBuf, String), AppError> {
         .filter(|f| !f.is_empty())
         .ok_or_else(|| {
             AppError::Input(format!(
-                "invalid -o '{}': expected a file path",
+                "invalid --output-file '{}': expected a file path",
                 path.display()
             ))
         })?;

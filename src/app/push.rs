@@ -1,15 +1,15 @@
-//! `ocisource push`: publish a directory as an OCI artifact in the format of
-//! `flux push artifact` (Flux's config and content media types, `org.opencontainers.image.*`
-//! annotations), optionally signed with a cosign v2 key signature.
+//! `ocisource push`: publish a directory, a file or standard input as an OCI artifact in
+//! the format of `flux push artifact` (Flux's config and content media types,
+//! `org.opencontainers.image.*` annotations), optionally signed with a cosign v2 key
+//! signature, and print Flux's fields (`url`, `repository`, `tag`, `digest`).
 //!
-//! The directory is walked in sorted order into a tar stream that goes through the same
-//! merger as pulls (one layer), so a pushed artifact is normalised exactly like a pulled
-//! one and `.sourceignore` files are honoured. The tar.gz is staged in a temp file for
-//! the upload.
+//! What `--path` takes and which files are left out is in `push_source.rs`. The tar
+//! stream goes through the same merger as pulls (one layer), so a pushed artifact is
+//! normalised exactly like a pulled one. The tar.gz is staged in a temp file for the upload.
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use bytes::Bytes;
 use serde::Serialize;
@@ -20,33 +20,35 @@ use crate::domain::digest::{Digest, Hasher};
 use crate::domain::ignore::IgnoreRules;
 use crate::domain::limits::Limits;
 use crate::domain::manifest::{Descriptor, ImageManifest, FLUX_CONFIG, FLUX_CONTENT, OCI_MANIFEST};
-use crate::domain::reference::{parse_image_ref, RefSpec};
 use crate::reconcile::error::chain;
 use crate::registry::HttpConnector;
 use crate::verify::sign::{self, SigningKey};
 
-use super::{registry_args, AppError};
+use super::push_source::{self, Source};
+use super::{reference, registry_args, AppError};
 
-/// What `push` prints.
+/// What `push` prints: the fields of `flux push artifact -o json`, so
+/// `jq -r '.repository + "@" + .digest'` gives what `cosign sign` takes.
 #[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
 pub struct Pushed {
-    /// `oci://host/repo:tag`.
+    /// `oci://host/repo@sha256:…`.
     pub url: String,
+    /// `host/repo`.
+    pub repository: String,
+    /// The tag pushed.
+    pub tag: String,
     /// Manifest digest.
     pub digest: String,
-    /// `<tag>@<digest>`, as ocisource and Flux will report it.
-    pub revision: String,
-    /// The layer's digest and size.
-    pub layer: String,
     /// Tag of the cosign signature, when signed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signature: Option<String>,
 }
 
-/// A tar.gz of `dir`, written to `out`; returns its digest and size.
-fn archive_dir<W: Write + Send + 'static>(
-    dir: &Path,
+/// A tar.gz of `source` without what `ignore` excludes, written to `out`; returns its
+/// digest and size.
+fn archive<W: Write + Send + 'static>(
+    source: Source,
+    ignore: IgnoreRules,
     out: W,
 ) -> Result<(W, Digest, u64), AppError> {
     struct Counting<W> {
@@ -65,23 +67,26 @@ fn archive_dir<W: Write + Send + 'static>(
     }
     let (reader, writer) =
         std::io::pipe().map_err(|e| AppError::Failed(format!("failed to create a pipe: {e}")))?;
-    let root = dir.to_path_buf();
+    let shown = match &source {
+        Source::Dir(p) | Source::File { path: p, .. } => p.display().to_string(),
+    };
+    let walk_rules = ignore.clone();
     let walker = std::thread::spawn(move || -> std::io::Result<()> {
         let mut builder = tar::Builder::new(writer);
         builder.follow_symlinks(false);
-        append_sorted(&mut builder, &root, Path::new(""))?;
+        push_source::append(&mut builder, &source, &walk_rules)?;
         builder.finish()
     });
     let label = Descriptor {
         media_type: "application/vnd.oci.image.layer.v1.tar".into(),
-        digest: Digest::of(dir.display().to_string().as_bytes()),
+        digest: Digest::of(shown.as_bytes()),
         size: 0,
         annotations: BTreeMap::new(),
         platform: None,
         artifact_type: None,
     };
     let opts = MergeOptions {
-        ignore: IgnoreRules::none(),
+        ignore,
         limits: Limits::default(),
     };
     let mut merger = Merger::new(
@@ -97,9 +102,10 @@ fn archive_dir<W: Write + Send + 'static>(
     let walked = walker
         .join()
         .map_err(|_| AppError::Failed("the directory walker panicked".into()))?;
-    walked
-        .map_err(|e| AppError::Input(format!("failed to read --path '{}': {e}", dir.display())))?;
-    match merged.map_err(|e| AppError::Input(format!("failed to archive --path '{}': {}", dir.display(), chain(&e))))? {
+    walked.map_err(|e| AppError::Input(format!("failed to read --path '{shown}': {e}")))?;
+    match merged.map_err(|e| {
+        AppError::Input(format!("failed to archive --path '{shown}': {}", chain(&e)))
+    })? {
         MergeOutcome::Done { out, .. } => {
             let size = out.hasher.len();
             Ok((out.inner, out.hasher.finish(), size))
@@ -108,26 +114,6 @@ fn archive_dir<W: Write + Send + 'static>(
             "a .sourceignore file excluded paths written before it; this cannot happen in a sorted walk".into(),
         )),
     }
-}
-
-fn append_sorted<W: Write>(
-    builder: &mut tar::Builder<W>,
-    root: &Path,
-    rel: &Path,
-) -> std::io::Result<()> {
-    let mut entries: Vec<_> = std::fs::read_dir(root.join(rel))?.collect::<Result<_, _>>()?;
-    entries.sort_by_key(|e| e.file_name());
-    // .sourceignore first in each directory, so its rules are known before its siblings.
-    entries.sort_by_key(|e| e.file_name() != ".sourceignore");
-    for entry in entries {
-        let name = rel.join(entry.file_name());
-        let kind = entry.file_type()?;
-        builder.append_path_with_name(entry.path(), &name)?;
-        if kind.is_dir() {
-            append_sorted(builder, root, &name)?;
-        }
-    }
-    Ok(())
 }
 
 fn descriptor(media_type: &str, digest: Digest, size: u64) -> Descriptor {
@@ -143,31 +129,9 @@ fn descriptor(media_type: &str, digest: Digest, size: u64) -> Descriptor {
 
 /// Runs `push`.
 pub async fn run(args: PushArgs) -> Result<(), AppError> {
-    let (url, reference) =
-        parse_image_ref(&args.url).map_err(|e| AppError::Input(e.to_string()))?;
-    let tag = match reference {
-        RefSpec::Tag(t)
-            if args
-                .url
-                .rsplit('/')
-                .next()
-                .is_some_and(|last| last.contains(':')) =>
-        {
-            t
-        }
-        _ => {
-            return Err(AppError::Input(format!(
-                "invalid destination '{}': expected oci://host/repo:tag",
-                args.url
-            )))
-        }
-    };
-    if !args.path.is_dir() {
-        return Err(AppError::Input(format!(
-            "invalid --path '{}': not a directory",
-            args.path.display()
-        )));
-    }
+    let (url, tag) = reference::for_push(&args.url)?;
+    let ignore = push_source::rules(args.ignore_paths.as_deref())?;
+    let prepared = push_source::prepare(&args.path, &ignore)?;
     let mut annotations = BTreeMap::new();
     annotations.insert(
         "org.opencontainers.image.created".to_string(),
@@ -192,7 +156,9 @@ pub async fn run(args: PushArgs) -> Result<(), AppError> {
             let pem = std::fs::read(p).map_err(|e| {
                 AppError::Input(format!("failed to read --sign-key '{}': {e}", p.display()))
             })?;
-            SigningKey::from_pem(&pem)
+            // cosign's variable, so a key made by `cosign generate-key-pair` opens as there.
+            let password = std::env::var_os("COSIGN_PASSWORD").map(|v| v.into_encoded_bytes());
+            SigningKey::from_pem_with_password(&pem, password.as_deref())
                 .map_err(|e| AppError::Input(format!("invalid --sign-key '{}': {e}", p.display())))
         })
         .transpose()?;
@@ -200,12 +166,12 @@ pub async fn run(args: PushArgs) -> Result<(), AppError> {
     let staged = tempfile::NamedTempFile::new()
         .map_err(|e| AppError::Failed(format!("failed to create a temp file: {e}")))?;
     let staged_path: PathBuf = staged.path().to_path_buf();
-    let dir = args.path.clone();
     let file = staged
         .reopen()
         .map_err(|e| AppError::Failed(format!("failed to open the temp file: {e}")))?;
+    let source = prepared.source.clone();
     let (_, layer_digest, layer_size) = tokio::task::spawn_blocking(move || {
-        archive_dir(&dir, std::io::BufWriter::new(file)).and_then(|(mut w, d, s)| {
+        archive(source, ignore, std::io::BufWriter::new(file)).and_then(|(mut w, d, s)| {
             w.flush()
                 .map_err(|e| AppError::Failed(format!("failed to write the temp file: {e}")))?;
             Ok(((), d, s))
@@ -262,12 +228,14 @@ pub async fn run(args: PushArgs) -> Result<(), AppError> {
         }
         None => None,
     };
+    drop(prepared);
+    let repository = format!("{}/{}", url.host, url.repository);
     super::print(
         &Pushed {
-            url: format!("{url}:{tag}"),
-            revision: format!("{tag}@{digest}"),
+            url: format!("oci://{repository}@{digest}"),
+            repository,
+            tag,
             digest: digest.to_string(),
-            layer: format!("{layer_digest} ({layer_size} bytes)"),
             signature,
         },
         args.output,

@@ -1,11 +1,13 @@
 //! `ocisource reconcile -f FILE...`: the one-shot mode (see `crate::oneshot`), wired to the
-//! real registry connector, cosign verifier and a disk store.
+//! real registry connector, cosign verifier and a disk store. The objects are printed as
+//! one `kind: List` (yaml or json); events go to stderr.
 
 use std::sync::Arc;
 
 use crate::cli::ReconcileArgs;
 use crate::domain::status::EventType;
 use crate::oneshot;
+use crate::reconcile::error::chain;
 use crate::reconcile::{Context, Settings};
 use crate::registry::HttpConnector;
 use crate::server::Metrics;
@@ -14,9 +16,18 @@ use crate::verify::CosignVerifier;
 
 use super::AppError;
 
+/// Several objects as one document, the way kubectl prints them.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct List<'a, T> {
+    api_version: &'static str,
+    kind: &'static str,
+    items: &'a [T],
+}
+
 /// Runs the one-shot reconcile and prints the objects with their new status.
 pub async fn run(args: ReconcileArgs) -> Result<(), AppError> {
-    let input = oneshot::read_inputs(&args.files).map_err(|e| AppError::Input(e.to_string()))?;
+    let input = oneshot::read_inputs(&args.files).map_err(|e| AppError::Input(chain(&e)))?;
     let connector = HttpConnector::new();
     let counter = connector.counter();
     let verifier = CosignVerifier::new().map_err(|e| AppError::Failed(e.to_string()))?;
@@ -64,15 +75,15 @@ pub async fn run(args: ReconcileArgs) -> Result<(), AppError> {
             started.elapsed().as_secs_f64() * 1000.0 / total.max(1) as f64
         );
     }
-    match args.output {
-        crate::cli::OutputFormat::Yaml => {
-            for obj in &objects {
-                println!("---");
-                super::print(obj, args.output)?;
-            }
-        }
-        crate::cli::OutputFormat::Json => super::print(&objects, args.output)?,
-    }
+    // One `kind: List`, as `kubectl get -o yaml|json` prints several objects.
+    super::print(
+        &List {
+            api_version: "v1",
+            kind: "List",
+            items: &objects,
+        },
+        args.output,
+    )?;
     if not_ready > 0 {
         return Err(AppError::NotReady(not_ready, total));
     }

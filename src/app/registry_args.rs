@@ -1,9 +1,10 @@
 //! Registry connection settings from CLI flags: TLS files, credentials from `--creds` or
-//! the docker config file, timeout.
+//! the docker config file, timeout; errors of the session name these flags
+//! ([`Audience::Cli`]).
 
 use crate::cli::RegistryArgs;
 use crate::domain::secret::{Credentials, Redacted};
-use crate::ports::{ClientIdentity, RegistryOptions};
+use crate::ports::{Audience, ClientIdentity, RegistryOptions};
 use crate::registry::credential_helper;
 
 use super::AppError;
@@ -48,5 +49,6 @@ pub fn options(args: &RegistryArgs, host: &str) -> Result<RegistryOptions, AppEr
         proxy: None,
         timeout: Some(args.timeout),
         user_agent: None,
+        audience: Audience::Cli,
     })
 }

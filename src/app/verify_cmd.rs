@@ -1,17 +1,34 @@
-//! `ocisource verify`, and the verification step `pull` shares with it.
+//! `ocisource verify`, and the verification step `pull` shares with it. The result is
+//! printed in the shape of `cosign verify -o json`, a list of verified payloads, so
+//! scripts written against cosign read it unchanged.
 
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
+
+use serde::Serialize;
 
 use crate::cli::{VerifyArgs, VerifyFlags};
 use crate::domain::digest::Digest;
-use crate::domain::reference::{parse_image_ref, RepositoryUrl};
+use crate::domain::reference::RepositoryUrl;
 use crate::domain::verification::{IdentityMatch, TrustedKey, VerifyPolicy};
 use crate::pipeline;
 use crate::ports::{Registry, RegistryConnector};
+use crate::reconcile::error::chain;
 use crate::registry::HttpConnector;
-use crate::verify::{CosignVerifier, VerifyError};
+use crate::verify::{CosignVerifier, Verified, VerifyError};
 
-use super::{registry_args, AppError};
+use super::{reference, registry_args, AppError};
+
+fn read(path: &Path, flag: &str) -> Result<Vec<u8>, AppError> {
+    std::fs::read(path)
+        .map_err(|e| AppError::Input(format!("failed to read {flag} '{}': {e}", path.display())))
+}
+
+/// An exact value as a regex matching only itself (the policy anchors it at both ends).
+fn exact_or_regex(exact: Option<&String>, regex: Option<&String>) -> Option<String> {
+    exact.map(|e| regex::escape(e)).or_else(|| regex.cloned())
+}
 
 /// The policy the flags describe, or `None` when no verification was asked for.
 pub fn policy(flags: &VerifyFlags) -> Result<Option<VerifyPolicy>, AppError> {
@@ -20,37 +37,37 @@ pub fn policy(flags: &VerifyFlags) -> Result<Option<VerifyPolicy>, AppError> {
             .keys
             .iter()
             .map(|p| {
-                std::fs::read(p)
-                    .map(|pem| TrustedKey {
-                        name: p.display().to_string(),
-                        pem,
-                    })
-                    .map_err(|e| {
-                        AppError::Input(format!("failed to read --key '{}': {e}", p.display()))
-                    })
+                read(p, "--key").map(|pem| TrustedKey {
+                    name: p.display().to_string(),
+                    pem,
+                })
             })
             .collect::<Result<Vec<_>, _>>()?;
         return Ok(Some(VerifyPolicy::Keys(keys)));
     }
-    let (Some(subject), Some(issuer)) = (
-        &flags.certificate_identity_regexp,
-        &flags.certificate_oidc_issuer_regexp,
-    ) else {
-        return Ok(None);
+    let subject = exact_or_regex(
+        flags.certificate_identity.as_ref(),
+        flags.certificate_identity_regexp.as_ref(),
+    );
+    let issuer = exact_or_regex(
+        flags.certificate_oidc_issuer.as_ref(),
+        flags.certificate_oidc_issuer_regexp.as_ref(),
+    );
+    let (subject, issuer) = match (subject, issuer) {
+        (None, None) => return Ok(None),
+        (Some(s), Some(i)) => (s, i),
+        (Some(_), None) => return Err(AppError::Input(
+            "keyless verification needs the issuer too: --certificate-oidc-issuer (or --certificate-oidc-issuer-regexp)".into(),
+        )),
+        (None, Some(_)) => return Err(AppError::Input(
+            "keyless verification needs the identity too: --certificate-identity (or --certificate-identity-regexp)".into(),
+        )),
     };
-    let identity =
-        IdentityMatch::new(issuer, subject).map_err(|e| AppError::Input(e.to_string()))?;
+    let identity = IdentityMatch::new(&issuer, &subject).map_err(reference::identity_error)?;
     let trusted_root_json = flags
         .trusted_root
         .as_deref()
-        .map(|p| {
-            std::fs::read(p).map_err(|e| {
-                AppError::Input(format!(
-                    "failed to read --trusted-root '{}': {e}",
-                    p.display()
-                ))
-            })
-        })
+        .map(|p| read(p, "--trusted-root"))
         .transpose()?;
     Ok(Some(VerifyPolicy::Keyless {
         identities: vec![identity],
@@ -58,37 +75,86 @@ pub fn policy(flags: &VerifyFlags) -> Result<Option<VerifyPolicy>, AppError> {
     }))
 }
 
-/// Verifies `digest` and prints how; maps failures to exit code 3 (2 for a bad policy).
+/// Verifies `digest`; maps failures to exit code 3 (2 for a bad policy, 1 for an outage).
 pub async fn verify(
     registry: &dyn Registry,
     url: &RepositoryUrl,
     digest: &Digest,
     policy: &VerifyPolicy,
-) -> Result<String, AppError> {
-    let verifier = CosignVerifier::new().map_err(|e| AppError::Failed(e.to_string()))?;
+) -> Result<Verified, AppError> {
+    let verifier = CosignVerifier::new().map_err(|e| AppError::Failed(chain(&e)))?;
     match verifier
         .verify(registry, &url.to_string(), digest, policy)
         .await
     {
-        Ok(v) => Ok(format!(
-            "verified signature of {url}@{digest} ({}, {})",
-            v.method, v.identity
-        )),
-        Err(e @ VerifyError::Spec(_)) => Err(AppError::Input(crate::reconcile::error::chain(&e))),
+        Ok(v) => Ok(v),
+        Err(e @ VerifyError::Spec(_)) => Err(AppError::Input(chain(&e))),
         // An outage is not an untrusted artifact: exit 1, not 3.
-        Err(e @ VerifyError::Registry { .. }) => {
-            Err(AppError::Failed(crate::reconcile::error::chain(&e)))
-        }
-        Err(e) => Err(AppError::Verification(crate::reconcile::error::chain(&e))),
+        Err(e @ VerifyError::Registry { .. }) => Err(AppError::Failed(chain(&e))),
+        Err(e) => Err(AppError::Verification(chain(&e))),
     }
+}
+
+/// One line for people: what was verified, how, and by which key or identity.
+pub fn describe(url: &RepositoryUrl, digest: &Digest, v: &Verified) -> String {
+    format!(
+        "verified signature of {url}@{digest} ({}, {})",
+        v.method, v.identity
+    )
+}
+
+/// `critical` of a cosign SimpleSigning payload.
+#[derive(Debug, Serialize)]
+struct Critical {
+    identity: BTreeMap<&'static str, String>,
+    image: BTreeMap<&'static str, String>,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+/// One entry of `cosign verify -o json`.
+#[derive(Debug, Serialize)]
+struct Payload {
+    critical: Critical,
+    optional: BTreeMap<&'static str, String>,
+}
+
+/// The verified signature as cosign prints it. `optional` holds `Subject` and `Issuer`
+/// (cosign's names) for keyless signatures, `Key` for key signatures, and `Method`.
+fn cosign_output(url: &RepositoryUrl, digest: &Digest, v: &Verified) -> Vec<Payload> {
+    let mut optional = BTreeMap::from([("Method", v.method.to_string())]);
+    // Keyless identities read `<SAN> (issuer <issuer>)` (see verify/trust.rs).
+    match v
+        .identity
+        .strip_suffix(')')
+        .and_then(|s| s.rsplit_once(" (issuer "))
+    {
+        Some((subject, issuer)) if v.method.ends_with("keyless") => {
+            optional.insert("Subject", subject.to_string());
+            optional.insert("Issuer", issuer.to_string());
+        }
+        _ => {
+            optional.insert("Key", v.identity.clone());
+        }
+    }
+    vec![Payload {
+        critical: Critical {
+            identity: BTreeMap::from([(
+                "docker-reference",
+                format!("{}/{}", url.host, url.repository),
+            )]),
+            image: BTreeMap::from([("docker-manifest-digest", digest.to_string())]),
+            kind: "cosign container image signature",
+        },
+        optional,
+    }]
 }
 
 /// `ocisource verify oci://REPO(:TAG|@DIGEST) ...`.
 pub async fn run(args: VerifyArgs) -> Result<(), AppError> {
-    let (url, reference) =
-        parse_image_ref(&args.url).map_err(|e| AppError::Input(e.to_string()))?;
+    let (url, reference) = reference::for_verify(&args.url)?;
     let policy = policy(&args.verify)?.ok_or_else(|| {
-        AppError::Input("nothing to verify with: give --key, or --certificate-identity-regexp with --certificate-oidc-issuer-regexp".into())
+        AppError::Input("nothing to verify with: give --key, or --certificate-identity with --certificate-oidc-issuer (or their -regexp forms)".into())
     })?;
     let options = registry_args::options(&args.registry, &url.host)?;
     let registry: Arc<dyn Registry> = HttpConnector::new()
@@ -96,8 +162,11 @@ pub async fn run(args: VerifyArgs) -> Result<(), AppError> {
         .map_err(|e| AppError::Input(e.to_string()))?;
     let resolved = pipeline::resolve(registry.as_ref(), &url, &reference)
         .await
-        .map_err(|e| AppError::Failed(crate::reconcile::error::chain(&e)))?;
-    let message = verify(registry.as_ref(), &url, &resolved.digest, &policy).await?;
-    eprintln!("{message}");
-    Ok(())
+        .map_err(|e| AppError::Failed(chain(&e)))?;
+    let verified = verify(registry.as_ref(), &url, &resolved.digest, &policy).await?;
+    eprintln!("{}", describe(&url, &resolved.digest, &verified));
+    super::print(
+        &cosign_output(&url, &resolved.digest, &verified),
+        args.output,
+    )
 }

@@ -15,10 +15,10 @@ use reqwest::header::{HeaderValue, AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE}
 
 use super::auth::{parse_challenge, AuthState, Authorization, Challenge};
 use super::origin::{BoundCredential, Origin};
-use super::retry::{retryable_status, RetryPolicy};
+use super::retry::{is_tls_failure, retryable_status, retryable_transport, RetryPolicy};
 use super::transport::DEFAULT_TIMEOUT;
 use crate::domain::digest::Digest;
-use crate::ports::{RegistryError, RegistryErrorKind, RegistryOptions};
+use crate::ports::{Audience, RegistryError, RegistryErrorKind, RegistryOptions};
 
 /// Limits and retry settings shared by the sessions a connector opens.
 #[derive(Clone, Debug)]
@@ -90,6 +90,8 @@ pub struct RegistryClient {
     /// local/private host): the registry's own origin over plain HTTP, the only other
     /// place its credentials may go.
     plain_origin: Option<Origin>,
+    /// Whose settings the hints in errors name.
+    pub(crate) audience: Audience,
 }
 
 impl std::fmt::Debug for RegistryClient {
@@ -180,6 +182,7 @@ impl RegistryClient {
             auth: Arc::new(AuthState::new(options.credentials.clone())),
             settings,
             small_timeout: options.timeout.unwrap_or(DEFAULT_TIMEOUT),
+            audience: options.audience,
         })
     }
 
@@ -270,7 +273,7 @@ impl RegistryClient {
                         Some(ch) if !challenged => {
                             challenged = true;
                             if ch == Challenge::Basic && self.auth.credentials().is_none() {
-                                return Err(unauthorized(what, &shown, "the registry requires a login and no credentials are configured"));
+                                return Err(unauthorized(what, &shown, "the registry requires a login and no credentials are configured", self.audience));
                             }
                             self.auth.drop_token(&scope);
                             self.auth.learn(&ch);
@@ -280,6 +283,7 @@ impl RegistryClient {
                                 what,
                                 &shown,
                                 "the registry answered 401 Unauthorized",
+                                self.audience,
                             ))
                         }
                     }
@@ -289,6 +293,7 @@ impl RegistryClient {
                         what,
                         &shown,
                         "the registry answered 403 Forbidden",
+                        self.audience,
                     ))
                 }
                 404 => {
@@ -344,11 +349,16 @@ impl RegistryClient {
                 }
                 Err(msg) => {
                     let tls = is_tls_failure(&msg);
-                    if tls || attempt >= attempts {
-                        let hint = if tls {
-                            "; if the registry uses a private CA, provide it (certSecretRef ca.crt), or set insecure: true (--insecure) to skip verification"
+                    if tls || !retryable_transport(&msg) || attempt >= attempts {
+                        // A private CA is the likely cure, unless the name is what is wrong.
+                        let hint = if tls && !msg.contains("not valid for name") {
+                            format!(
+                                "; if the registry uses a private CA, provide it ({}), or set {} to skip verification",
+                                self.audience.ca(),
+                                self.audience.insecure()
+                            )
                         } else {
-                            ""
+                            String::new()
                         };
                         return Err(err(
                             RegistryErrorKind::Transport,
@@ -392,14 +402,17 @@ pub(crate) fn unexpected(what: &str, url: &str, status: reqwest::StatusCode) -> 
     )
 }
 
-pub(crate) fn unauthorized(what: &str, url: &str, detail: &str) -> RegistryError {
+pub(crate) fn unauthorized(
+    what: &str,
+    url: &str,
+    detail: &str,
+    audience: Audience,
+) -> RegistryError {
     err(
         RegistryErrorKind::Unauthorized,
-        format!("failed to {what} {url}: {detail}; check the credentials (spec.secretRef or spec.serviceAccountName; --creds or the docker config for the CLI)"),
+        format!(
+            "failed to {what} {url}: {detail}; check the credentials ({})",
+            audience.credentials()
+        ),
     )
-}
-
-fn is_tls_failure(msg: &str) -> bool {
-    let m = msg.to_ascii_lowercase();
-    m.contains("certificate") || m.contains("unknownissuer") || m.contains("handshake")
 }

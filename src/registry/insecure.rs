@@ -205,7 +205,7 @@ impl Fallback {
         let (client, request, ours) = self.build(make, plain)?;
         let request = match request {
             Ok(r) => r,
-            Err(e) => return Ok(Err(chain(&e))),
+            Err(e) => return Ok(Err(chain(&e.without_url()))),
         };
         let https = request.url().scheme() == "https";
         counter.fetch_add(1, Ordering::Relaxed);
@@ -216,14 +216,14 @@ impl Fallback {
                 }
                 return Ok(Ok(resp));
             }
-            Err(e) if e.is_redirect() => return Ok(Err(format!("{REDIRECT_REFUSED}: {}", chain(&e)))),
+            Err(e) if e.is_redirect() => return Ok(Err(format!("{REDIRECT_REFUSED}: {}", chain(&e.without_url())))),
             Err(e) if ours && plain => {
                 // It spoke plain HTTP before; start over with HTTPS next time.
                 self.schemes.learn(&self.host, None);
-                return Ok(Err(chain(&e)));
+                return Ok(Err(chain(&e.without_url())));
             }
-            Err(e) if ours && https && self.allowed && learnt.is_none() => chain(&e),
-            Err(e) => return Ok(Err(chain(&e))),
+            Err(e) if ours && https && self.allowed && learnt.is_none() => chain(&e.without_url()),
+            Err(e) => return Ok(Err(chain(&e.without_url()))),
         };
         let (client, request, _) = self.build(make, true)?;
         let outcome = match request {
@@ -249,7 +249,7 @@ impl Fallback {
             )),
             Err(e) => Err(format!(
                 "{https_error} (plain HTTP fallback failed too: {})",
-                chain(&e)
+                chain(&e.without_url())
             )),
         })
     }

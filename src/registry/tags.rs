@@ -89,9 +89,7 @@ impl RegistryClient {
     /// deadline.
     pub(crate) async fn list_tags(&self) -> Result<Vec<String>, RegistryError> {
         let mut sink = Sink::new(self.settings.max_tag_list_bytes, self.settings.max_tags);
-        let deadline = self
-            .small_timeout
-            .min(self.settings.max_tag_list_duration);
+        let deadline = self.small_timeout.min(self.settings.max_tag_list_duration);
         let listed = tokio::time::timeout(deadline, self.list_pages(&mut sink)).await;
         match listed {
             Ok(r) => r?,
@@ -99,9 +97,10 @@ impl RegistryClient {
                 return Err(self.list_error(
                     RegistryErrorKind::Transport,
                     format!(
-                        "not finished within {deadline:?} ({} pages, {} tags so far); the listing is bounded by the registry timeout (spec.timeout, --timeout for the CLI), at most {:?}; raise the timeout, prune old tags, or {ADVICE}",
+                        "not finished within {deadline:?} ({} pages, {} tags so far); the listing is bounded by the registry timeout ({}), at most {:?}; raise the timeout, prune old tags, or {ADVICE}",
                         sink.pages,
                         sink.tags.len(),
+                        self.audience.timeout(),
                         self.settings.max_tag_list_duration
                     ),
                 ))

@@ -60,6 +60,7 @@ impl RegistryClient {
                 &what,
                 realm,
                 &format!("the token service answered {status}"),
+                self.audience,
             ));
         }
         if !status.is_success() {
@@ -83,4 +84,3 @@ impl RegistryClient {
         Ok(header)
     }
 }
-

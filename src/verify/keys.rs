@@ -26,6 +26,12 @@ impl ParsedKey {
         let text = std::str::from_utf8(&key.pem).map_err(|_| KeyError::NotPem {
             name: key.name.clone(),
         })?;
+        if text.contains("PRIVATE KEY-----") {
+            return Err(KeyError::Parse {
+                name: key.name.clone(),
+                message: "this is a private key; verification takes the public key (cosign.pub, or `openssl pkey -pubout`)".into(),
+            });
+        }
         let der = DerPublicKey::from_pem(text.trim()).map_err(|e| KeyError::Parse {
             name: key.name.clone(),
             message: e.to_string(),
@@ -115,6 +121,13 @@ mod tests {
             ParsedKey::parse(&key),
             Err(KeyError::Parse { .. })
         ));
+        let private = TrustedKey {
+            name: "cosign.key".into(),
+            pem: b"-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\nYWJj\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n".to_vec(),
+        };
+        assert!(
+            matches!(ParsedKey::parse(&private), Err(KeyError::Parse { message, .. }) if message.contains("cosign.pub"))
+        );
         let bin = TrustedKey {
             name: "y.pub".into(),
             pem: vec![0xff, 0xfe],

@@ -100,7 +100,7 @@ impl Trust {
                 source,
                 "identity",
                 format!(
-                    "certificate identity '{san}' from issuer '{issuer}' matches no matchOIDCIdentity entry ({})",
+                    "certificate identity '{san}' from issuer '{issuer}' matches none of the accepted identities ({})",
                     wanted.join(", ")
                 ),
             ))

@@ -118,15 +118,36 @@ pub async fn attach_all(
     attached_to: &str,
     signatures: &[(&[u8], &[u8])],
 ) {
+    let layers: Vec<(&[u8], serde_json::Value)> = signatures
+        .iter()
+        .map(|(payload, signature)| {
+            (
+                *payload,
+                serde_json::json!({ANN_SIGNATURE: B64.encode(signature)}),
+            )
+        })
+        .collect();
+    attach_layers(reg, repo, attached_to, &layers).await;
+}
+
+/// Uploads a cosign v2 `.sig` image for `attached_to` whose layers are the given
+/// SimpleSigning payloads with their annotations exactly as given (signature, and for
+/// keyless the certificate, chain and Rekor bundle).
+pub async fn attach_layers(
+    reg: &TestRegistry,
+    repo: &str,
+    attached_to: &str,
+    layers_in: &[(&[u8], serde_json::Value)],
+) {
     let mut layers = Vec::new();
     let mut diff_ids = Vec::new();
-    for (payload, signature) in signatures {
+    for (payload, annotations) in layers_in {
         let payload_digest = reg.push_blob(repo, payload).await;
         layers.push(serde_json::json!({
             "mediaType": SIMPLESIGNING,
             "digest": payload_digest,
             "size": payload.len(),
-            "annotations": {ANN_SIGNATURE: B64.encode(signature)},
+            "annotations": annotations,
         }));
         diff_ids.push(payload_digest);
     }

@@ -56,7 +56,7 @@ pub fn since(reg: &TestRegistry, mark: usize) -> Vec<LoggedRequest> {
     reg.request_log().into_iter().skip(mark).collect()
 }
 
-/// `ocisource pull oci://HOST/team/pull --tag TAG --key K -o OUT --insecure`.
+/// `ocisource pull oci://HOST/team/pull --tag TAG --key K --output-file OUT --insecure -o json`.
 pub fn pull(reg: &TestRegistry, tag: &str, out: &Path, key: &KeyPair) -> Out {
     let url = format!("oci://{}/team/pull", reg.host());
     ocisource(&[
@@ -67,9 +67,9 @@ pub fn pull(reg: &TestRegistry, tag: &str, out: &Path, key: &KeyPair) -> Out {
         "--insecure",
         "--key",
         path(&key.public),
-        "-o",
+        "--output-file",
         path(out),
-        "--output",
+        "-o",
         "json",
     ])
 }
@@ -154,7 +154,8 @@ impl OneShot {
         let out = ocisource(&args);
         let v: serde_json::Value = serde_json::from_str(&out.stdout)
             .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}\n{}", out.stdout, out.stderr));
-        (out.code, v[0]["status"].clone())
+        assert_eq!(v["kind"], "List", "{v}");
+        (out.code, v["items"][0]["status"].clone())
     }
 
     /// The stored artifact files (the `latest.tar.gz` link of `status.url` is not one).

@@ -61,7 +61,8 @@ impl Run {
                 self.stdout, self.stderr
             )
         });
-        v[0]["status"].clone()
+        assert_eq!(v["kind"], "List", "{v}");
+        v["items"][0]["status"].clone()
     }
 
     /// The condition `type_` of [`Run::status`].

@@ -63,7 +63,8 @@ pub fn status(run: &Run) -> serde_json::Value {
             run.stdout, run.stderr
         )
     });
-    v[0]["status"].clone()
+    assert_eq!(v["kind"], "List", "{v}");
+    v["items"][0]["status"].clone()
 }
 
 /// The condition of `type_`; panics naming the status when it is absent.
