@@ -69,12 +69,24 @@ async fn send(
     method: Method,
     uri: &str,
 ) -> (StatusCode, http::HeaderMap, Vec<u8>) {
-    let request = Request::builder()
-        .method(method)
-        .uri(uri)
-        .body(Body::empty())
+    request(router, method, uri, &[]).await
+}
+
+async fn request(
+    router: &Router,
+    method: Method,
+    uri: &str,
+    headers: &[(&str, &str)],
+) -> (StatusCode, http::HeaderMap, Vec<u8>) {
+    let mut request = Request::builder().method(method).uri(uri);
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    let response = router
+        .clone()
+        .oneshot(request.body(Body::empty()).unwrap())
+        .await
         .unwrap();
-    let response = router.clone().oneshot(request).await.unwrap();
     let (parts, body) = response.into_parts();
     let bytes = axum::body::to_bytes(body, usize::MAX)
         .await
@@ -124,21 +136,7 @@ async fn send_with(
     uri: &str,
     headers: &[(&str, &str)],
 ) -> (StatusCode, http::HeaderMap, Vec<u8>) {
-    let mut request = Request::builder().method(Method::GET).uri(uri);
-    for (k, v) in headers {
-        request = request.header(*k, *v);
-    }
-    let response = router
-        .clone()
-        .oneshot(request.body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let (parts, body) = response.into_parts();
-    let bytes = axum::body::to_bytes(body, usize::MAX)
-        .await
-        .unwrap()
-        .to_vec();
-    (parts.status, parts.headers, bytes)
+    request(router, Method::GET, uri, headers).await
 }
 
 #[tokio::test]
