@@ -36,6 +36,18 @@ fn configmap_layer(value: &str) -> Vec<u8> {
     tar_gz(&[("cm.yaml", cm.as_bytes())])
 }
 
+/// Pushes a Flux artifact holding the ConfigMap `greeting` with `value`.
+async fn push_configmap(
+    registry: &support::TestRegistry,
+    repo: &str,
+    tag: &str,
+    value: &str,
+) -> support::Pushed {
+    registry
+        .push_artifact(repo, tag, &[(FLUX_LAYER, configmap_layer(value))], &[])
+        .await
+}
+
 /// `(status, reason)` of condition `type_`.
 fn shows<'a>(obj: &'a Value, type_: &str) -> Option<(&'a str, &'a str)> {
     condition(obj, type_).map(|c| (c["status"].as_str().unwrap(), c["reason"].as_str().unwrap()))
@@ -79,15 +91,7 @@ async fn status_shows_work_under_way_until_the_artifact_is_stored() {
     let ns = &s.ns.name;
     let mut revisions = std::collections::HashMap::new();
     for (generation, tag, value) in [(1, "v1", "one"), (2, "v2", "two")] {
-        let pushed = s
-            .registry
-            .push_artifact(
-                "app/progress",
-                tag,
-                &[(FLUX_LAYER, configmap_layer(value))],
-                &[],
-            )
-            .await;
+        let pushed = push_configmap(&s.registry, "app/progress", tag, value).await;
         revisions.insert(generation, format!("{tag}@{}", pushed.manifest_digest));
     }
     let gate = Gate::start(s.registry.host());
@@ -241,15 +245,7 @@ async fn kustomization_applies_no_other_revision_while_the_new_generation_fails(
         return;
     };
     let ns = &s.ns.name;
-    let v1 = s
-        .registry
-        .push_artifact(
-            "app/stale",
-            "v1",
-            &[(FLUX_LAYER, configmap_layer("one"))],
-            &[],
-        )
-        .await;
+    let v1 = push_configmap(&s.registry, "app/stale", "v1", "one").await;
     let url = s.url("app/stale");
     s.cluster.apply(&oci_repository(ns, "app", &url, "v1"));
     s.cluster
@@ -308,15 +304,7 @@ async fn kustomization_applies_no_other_revision_while_the_new_generation_fails(
     assert_eq!(cm["data"]["greeting"], "one");
 
     // v2 appears: stored for generation 2, then applied.
-    let v2 = s
-        .registry
-        .push_artifact(
-            "app/stale",
-            "v2",
-            &[(FLUX_LAYER, configmap_layer("two"))],
-            &[],
-        )
-        .await;
+    let v2 = push_configmap(&s.registry, "app/stale", "v2", "two").await;
     s.cluster.request_reconcile(REPO, ns, "app", "v2-pushed");
     let v2_revision = format!("v2@{}", v2.manifest_digest);
     s.cluster
@@ -366,14 +354,7 @@ async fn consumer_rewrites_the_artifact_host_with_source_controller_localhost() 
         "ocisource-adv",
         Some(advertised),
     );
-    let pushed = registry
-        .push_artifact(
-            "app/local",
-            "v1",
-            &[(FLUX_LAYER, configmap_layer("local"))],
-            &[],
-        )
-        .await;
+    let pushed = push_configmap(&registry, "app/local", "v1", "local").await;
     let url = format!("oci://{}/app/local", registry.host());
     cluster.apply(&oci_repository(ns, "app", &url, "v1"));
     let obj = cluster.wait_for(REPO, ns, "app", WAIT, "Ready", ready_now);
