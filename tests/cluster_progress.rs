@@ -62,6 +62,14 @@ fn kstatus_current(obj: &Value) -> bool {
         && has_condition(obj, "Ready", "True")
 }
 
+/// One version of the object, as far as the sequence assertions look.
+#[derive(Debug)]
+struct Step<'a> {
+    generation: i64,
+    ready: Option<(&'a str, &'a str)>,
+    outdated: bool,
+}
+
 /// The versions `watch` saw, once one of them satisfies `done`.
 fn seen_until(watch: &Watch, done: impl Fn(&Value) -> bool) -> Vec<Value> {
     let deadline = std::time::Instant::now() + WAIT;
@@ -209,29 +217,28 @@ async fn status_shows_work_under_way_until_the_artifact_is_stored() {
             );
         }
     }
-    let steps: Vec<(i64, Option<(&str, &str)>, bool)> = seen
+    let steps: Vec<Step> = seen
         .iter()
-        .map(|o| {
-            (
-                o["metadata"]["generation"].as_i64().unwrap(),
-                shows(o, "Ready"),
-                has_condition(o, "ArtifactOutdated", "True"),
-            )
+        .map(|o| Step {
+            generation: o["metadata"]["generation"].as_i64().unwrap(),
+            ready: shows(o, "Ready"),
+            outdated: has_condition(o, "ArtifactOutdated", "True"),
         })
         .collect();
-    let at = |want: &dyn Fn(&(i64, Option<(&str, &str)>, bool)) -> bool| {
+    let at = |want: &dyn Fn(&Step) -> bool| {
         steps
             .iter()
-            .position(|s| want(s))
+            .position(want)
             .unwrap_or_else(|| panic!("{steps:?}"))
     };
-    let unknown = at(&|s| s.0 == 2 && s.1 == Some(("Unknown", "Progressing")) && !s.2);
-    let outdated = at(&|s| s.0 == 2 && s.2);
+    let unknown =
+        at(&|s| s.generation == 2 && s.ready == Some(("Unknown", "Progressing")) && !s.outdated);
+    let outdated = at(&|s| s.generation == 2 && s.outdated);
     // The last version of generation 2 reads Ready (the first ones still carry
     // generation 1's Ready until the controller starts; kstatus reads them as in progress
     // since status.observedGeneration is 1, which the loop above checks).
     let ready = steps.len() - 1;
-    assert_eq!(steps[ready].1, Some(("True", "Succeeded")), "{steps:?}");
+    assert_eq!(steps[ready].ready, Some(("True", "Succeeded")), "{steps:?}");
     assert!(unknown < outdated && outdated < ready, "{steps:?}");
 }
 
