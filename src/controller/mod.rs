@@ -1,7 +1,8 @@
 //! The Kubernetes side of the controller: kube-runtime's `Controller` over OCIRepository
-//! objects, the finalizer, ONE status patch per reconcile, events, and the Flux
-//! `ExternalArtifact` kept in step. All decisions are made by `crate::reconcile`, which
-//! has no Kubernetes I/O; this module only reads and writes the API.
+//! objects, the finalizer, the status (the work under way when `crate::reconcile` shows
+//! it, then ONE final patch), events, and the Flux `ExternalArtifact` kept in step. All
+//! decisions are made by `crate::reconcile`, which has no Kubernetes I/O; this module
+//! only reads and writes the API.
 
 pub mod external_artifact;
 pub mod leader;
