@@ -43,7 +43,7 @@ async fn env_with_artifact() -> (Env, OciRepository) {
 }
 
 #[tokio::test]
-async fn object_without_finalizer_only_gets_the_finalizer() {
+async fn object_without_finalizer_shows_reconciling_then_gets_the_finalizer() {
     let (mut env, obj) = env_with_artifact().await;
     let obj = obj.without_finalizer();
     let pushed = env.reg.request_log().len();
@@ -51,7 +51,11 @@ async fn object_without_finalizer_only_gets_the_finalizer() {
         .reconcile(&obj, Scenario::AddFinalizer(obj.clone()))
         .await;
     assert_eq!(action.unwrap(), Action::await_change());
-    assert_eq!(calls.len(), 1);
+    assert_eq!(calls.len(), 2);
+    // Reconciling from the start: a status is shown before the finalizer round-trip.
+    let shown = &calls[0].body["status"];
+    assert_eq!(condition(shown, "Reconciling")["reason"], "Progressing");
+    assert_eq!(condition(shown, "Ready")["status"], "Unknown");
     assert_eq!(
         env.reg.request_log().len(),
         pushed,

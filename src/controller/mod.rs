@@ -255,6 +255,32 @@ async fn cleanup(
     Ok(Action::await_change())
 }
 
+/// A new object (no finalizer yet, no condition) reads Reconciling and Ready=Unknown
+/// before the finalizer round-trip, so nothing (kstatus, a health check) takes an object
+/// without status for a Current one.
+async fn show_new(api: &Api<OciRepository>, obj: &OciRepository) {
+    let fresh = obj.metadata.deletion_timestamp.is_none()
+        && !obj.finalizers().iter().any(|f| f == FINALIZER)
+        && !obj.spec.suspend
+        && obj.status.as_ref().is_none_or(|s| s.conditions.is_empty());
+    if !fresh {
+        return;
+    }
+    let generation = obj.metadata.generation.unwrap_or(0);
+    let now = chrono::Utc::now();
+    let Some(conditions) = crate::domain::status::starting(&[], None, generation, false, now)
+    else {
+        return;
+    };
+    let status = OciRepositoryStatus {
+        conditions: crate::api::conditions::all_to_k8s(&conditions),
+        ..obj.status.clone().unwrap_or_default()
+    };
+    if let Err(e) = patch_status(api, &obj.name_any(), &status).await {
+        tracing::warn!(object = %format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any()), error = %e, "failed to show the reconcile in progress");
+    }
+}
+
 /// Reconciles one object: finalizer handling, then the steps, status, events, ExternalArtifact.
 pub async fn reconcile_object(
     obj: Arc<OciRepository>,
@@ -262,6 +288,7 @@ pub async fn reconcile_object(
 ) -> Result<Action, kube::runtime::finalizer::Error<ControllerError>> {
     let ns = obj.namespace().unwrap_or_default();
     let api: Api<OciRepository> = Api::namespaced(kctx.client.clone(), &ns);
+    show_new(&api, &obj).await;
     finalizer(&api, FINALIZER, obj, |event| async {
         match event {
             Finalizer::Apply(o) => apply(o, kctx.clone()).await,

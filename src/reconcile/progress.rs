@@ -87,6 +87,9 @@ impl<'a> Announcer<'a> {
     }
 
     async fn show(&mut self, conditions: Vec<Condition>) {
+        if conditions == self.shown {
+            return;
+        }
         let status = OciRepositoryStatus {
             conditions: all_to_k8s(&conditions),
             ..self.previous.clone()

@@ -82,7 +82,8 @@ impl Expect {
 
 /// The API conversations the tests drive.
 pub enum Scenario {
-    /// An object without finalizer: ONE JSON patch adding it, nothing else.
+    /// An object without finalizer: a status patch showing Reconciling, then ONE JSON
+    /// patch adding the finalizer, nothing else.
     AddFinalizer(OciRepository),
     /// A deleting object: ONE JSON patch removing the finalizer (index 0).
     RemoveFinalizer(OciRepository),
@@ -154,7 +155,8 @@ impl Scenario {
             Scenario::AddFinalizer(obj) => {
                 let name = obj.metadata.name.clone().unwrap();
                 let reply = object_json(&obj);
-                vec![Step {
+                let mut steps = shown_steps(&obj, &name, Shown::Status);
+                steps.push(Step {
                     body: Some(json!([
                         {"op": "test", "path": "/metadata/finalizers", "value": null},
                         {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
@@ -164,7 +166,8 @@ impl Scenario {
                         repo_path(&name, ""),
                         Box::new(move |_| (200, reply)),
                     )
-                }]
+                });
+                steps
             }
             Scenario::RemoveFinalizer(obj) => {
                 let name = obj.metadata.name.clone().unwrap();
