@@ -373,7 +373,10 @@ cmd_flux() {
   local events; [ -f "$CLUSTER_DIR/events.port" ] || free_port >"$CLUSTER_DIR/events.port"
   events="$(cat "$CLUSTER_DIR/events.port")"
   flux_controller notification-controller --events-addr="127.0.0.1:$events" --receiverAddr="127.0.0.1:$(free_port)"
-  flux_controller kustomize-controller --feature-gates=ExternalArtifact=true --events-addr="http://127.0.0.1:$events/" --no-remote-bases=true
+  # Objects labelled sharding.fluxcd.io/key belong to a test's own kustomize-controller
+  # shard (tests/support/shard.rs), as in Flux's sharding setup.
+  flux_controller kustomize-controller --feature-gates=ExternalArtifact=true --events-addr="http://127.0.0.1:$events/" --no-remote-bases=true \
+    --watch-label-selector='!sharding.fluxcd.io/key'
   flux_controller helm-controller --feature-gates=ExternalArtifact=true --events-addr="http://127.0.0.1:$events/"
   if [ "${1:-}" = source-controller ]; then
     cmd_build_all
@@ -391,6 +394,7 @@ export KUBECONFIG=$CLUSTER_DIR/admin.kubeconfig
 export OCISOURCE_TEST_CLUSTER=$CLUSTER_DIR
 export OCISOURCE_TEST_KUBECTL=$KCTL
 export OCISOURCE_TEST_FLUX=$CACHE/flux-$FLUX_VERSION/flux
+export OCISOURCE_TEST_KUSTOMIZE_CONTROLLER=$CACHE/kustomize-controller-$KUSTOMIZE_CONTROLLER_VERSION/kustomize-controller
 export OCISOURCE_TEST_SOURCE_CONTROLLER=$CACHE/source-controller-$SOURCE_CONTROLLER_VERSION/source-controller
 export OCISOURCE_TEST_APISERVER=https://127.0.0.1:$(cat "$CLUSTER_DIR/apiserver.port" 2>/dev/null)
 export OCISOURCE_TEST_EVENTS_ADDR=http://127.0.0.1:$(cat "$CLUSTER_DIR/events.port" 2>/dev/null)/

@@ -17,8 +17,8 @@ use kube::runtime::controller::Action;
 use serde_json::json;
 
 use controller_fixtures::{
-    condition, events_path, mock_client, only, repo, repo_path, Env, EventCall, Expect, RepoExt,
-    Scenario, NS,
+    condition, events_path, last, mock_client, only, repo, repo_path, Env, EventCall, Expect,
+    RepoExt, Scenario, Shown, NS,
 };
 use ocisource::api::OciRepository;
 use ocisource::controller::leader::{try_acquire, LeaseConfig};
@@ -43,7 +43,7 @@ async fn env_with_artifact() -> (Env, OciRepository) {
 }
 
 #[tokio::test]
-async fn object_without_finalizer_only_gets_the_finalizer() {
+async fn object_without_finalizer_shows_reconciling_then_gets_the_finalizer() {
     let (mut env, obj) = env_with_artifact().await;
     let obj = obj.without_finalizer();
     let pushed = env.reg.request_log().len();
@@ -51,7 +51,11 @@ async fn object_without_finalizer_only_gets_the_finalizer() {
         .reconcile(&obj, Scenario::AddFinalizer(obj.clone()))
         .await;
     assert_eq!(action.unwrap(), Action::await_change());
-    assert_eq!(calls.len(), 1);
+    assert_eq!(calls.len(), 2);
+    // Reconciling from the start: a status is shown before the finalizer round-trip.
+    let shown = &calls[0].body["status"];
+    assert_eq!(condition(shown, "Reconciling")["reason"], "Progressing");
+    assert_eq!(condition(shown, "Ready")["status"], "Unknown");
     assert_eq!(
         env.reg.request_log().len(),
         pushed,
@@ -64,9 +68,12 @@ async fn object_without_finalizer_only_gets_the_finalizer() {
 async fn deletion_removes_the_objects_storage_then_the_finalizer() {
     let (mut env, obj) = env_with_artifact().await;
     let (_, calls) = env
-        .reconcile_as(&obj, Expect::events(&[EventCall::Create]))
+        .reconcile_as(
+            &obj,
+            Expect::events(&[EventCall::Create]).showing(&[Shown::Status]),
+        )
         .await;
-    let obj = obj.with_status_of(only(&calls, Method::PATCH, &repo_path("app", "/status")));
+    let obj = obj.with_status_of(last(&calls, Method::PATCH, &repo_path("app", "/status")));
     let path = obj
         .status
         .as_ref()
@@ -124,7 +131,7 @@ async fn suspended_object_still_records_a_requested_reconcile() {
     let pushed = env.reg.request_log().len();
     let (action, calls) = env.reconcile(&obj, Scenario::StatusOnly(obj.clone())).await;
     assert_eq!(action.unwrap(), Action::await_change());
-    let status = &only(&calls, Method::PATCH, &repo_path("app", "/status")).body["status"];
+    let status = &last(&calls, Method::PATCH, &repo_path("app", "/status")).body["status"];
     assert_eq!(status["lastHandledReconcileAt"], "2026-07-02T11:00:00Z");
     assert!(
         status["artifact"].is_null(),
@@ -132,7 +139,7 @@ async fn suspended_object_still_records_a_requested_reconcile() {
     );
     assert_eq!(env.reg.request_log().len(), pushed, "not pulled");
     // Once recorded, the same request costs nothing.
-    let handled = obj.with_status_of(only(&calls, Method::PATCH, &repo_path("app", "/status")));
+    let handled = obj.with_status_of(last(&calls, Method::PATCH, &repo_path("app", "/status")));
     let (_, calls) = env.reconcile(&handled, Scenario::NoRequests).await;
     assert!(calls.is_empty());
 }
@@ -142,10 +149,13 @@ async fn invalid_url_stalls_and_waits_for_a_spec_change() {
     let (mut env, _) = env_with_artifact().await;
     let obj = repo("bad", "https://example.com/not-oci");
     let (action, calls) = env
-        .reconcile_as(&obj, Expect::events(&[EventCall::Create]))
+        .reconcile_as(
+            &obj,
+            Expect::events(&[EventCall::Create]).showing(&[Shown::Status]),
+        )
         .await;
     assert_eq!(action.unwrap(), Action::await_change());
-    let status = &only(&calls, Method::PATCH, &repo_path("bad", "/status")).body["status"];
+    let status = &last(&calls, Method::PATCH, &repo_path("bad", "/status")).body["status"];
     let stalled = condition(status, "Stalled");
     assert_eq!(stalled["status"], "True");
     assert_eq!(stalled["reason"], "URLInvalid");

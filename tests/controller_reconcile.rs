@@ -15,8 +15,8 @@ use kube::runtime::controller::Action;
 use serde_json::Value;
 
 use controller_fixtures::{
-    condition, docker_secret_data, ea_path, events_path, only, repo, repo_path, Call, Ea, Env,
-    EventCall, Expect, RepoExt,
+    condition, docker_secret_data, ea_path, events_path, last, only, repo, repo_path, Call, Ea,
+    Env, EventCall, Expect, RepoExt, Shown,
 };
 use support::{sha256, tar_gz, Pushed, RegistryOpts};
 
@@ -33,8 +33,13 @@ async fn push(env: &Env, repo: &str, tag: &str, file: &str, content: &str) -> Pu
         .await
 }
 
+/// A new object's reconcile: Reconciling is shown first, then the final status.
+fn new_object(events: &[EventCall]) -> Expect {
+    Expect::events(events).showing(&[Shown::Status])
+}
+
 fn status_patch<'a>(calls: &'a [Call], name: &str) -> &'a Call {
-    only(calls, Method::PATCH, &repo_path(name, "/status"))
+    last(calls, Method::PATCH, &repo_path(name, "/status"))
 }
 
 fn status_of<'a>(calls: &'a [Call], name: &str) -> &'a Value {
@@ -67,7 +72,7 @@ async fn unchanged_digest_patches_status_with_one_manifest_head_and_no_blob() {
     push(&env, "team/app", "v1", "a.txt", "a").await;
     let obj = repo("app", &env.url("team/app")).with_tag("v1");
     let (first, calls) = env
-        .reconcile_as(&obj, Expect::events(&[EventCall::Create]))
+        .reconcile_as(&obj, new_object(&[EventCall::Create]))
         .await;
     first.unwrap();
     let obj = obj.with_status_of(status_patch(&calls, "app"));
@@ -102,7 +107,7 @@ async fn auth_failure_reports_authentication_failed_and_keeps_the_last_artifact(
     let obj = repo("app", &env.url("team/app"))
         .with_tag("v1")
         .with_secret_ref("creds");
-    let good = Expect::events(&[EventCall::Create])
+    let good = new_object(&[EventCall::Create])
         .with_secret("creds", docker_secret_data(&host, "ci", "s3cret"));
     let (_, calls) = env.reconcile_as(&obj, good).await;
     let stored = status_of(&calls, "app")["artifact"].clone();
@@ -143,7 +148,7 @@ async fn missing_external_artifact_crd_does_not_fail_the_reconcile() {
     let mut env = Env::new(RegistryOpts::plain());
     push(&env, "team/app", "v1", "a.txt", "a").await;
     let obj = repo("app", &env.url("team/app")).with_tag("v1");
-    let expect = Expect::events(&[EventCall::Create]).with_ea(Ea::CrdMissing);
+    let expect = new_object(&[EventCall::Create]).with_ea(Ea::CrdMissing);
     let (action, calls) = env.reconcile_as(&obj, expect).await;
     assert_ne!(action.unwrap(), Action::await_change());
     assert_eq!(ready(status_of(&calls, "app")), ("True", "Succeeded"));
@@ -183,9 +188,10 @@ async fn a_missing_external_artifact_crd_is_said_once_per_outage() {
     push(&env, "team/app", "v1", "a.txt", "a").await;
     let obj = repo("app", &env.url("team/app")).with_tag("v1");
     let missing = |events: &[EventCall]| Expect::events(events).with_ea(Ea::CrdMissing);
-    let ((_, calls), log) = logged(env.reconcile_as(&obj, missing(&[EventCall::Create]))).await;
+    let first = new_object(&[EventCall::Create]).with_ea(Ea::CrdMissing);
+    let ((_, calls), log) = logged(env.reconcile_as(&obj, first)).await;
     assert_eq!(log.matches(SAID).count(), 1, "{log}");
-    assert!(log.contains("installExternalArtifactCRD=true"), "{log}");
+    assert!(log.contains("Install Flux 2.7+"), "{log}");
     let obj = obj.with_status_of(status_patch(&calls, "app"));
     let ((_, _), log) = logged(env.reconcile_as(&obj, missing(&[]))).await;
     assert_eq!(log.matches(SAID).count(), 0, "said again: {log}");
@@ -206,7 +212,7 @@ async fn removing_spec_ignore_clears_observed_ignore_so_the_next_reconcile_is_a_
         .with_tag("v1")
         .with_ignore(Some("*.md"));
     let (_, calls) = env
-        .reconcile_as(&obj, Expect::events(&[EventCall::Create]))
+        .reconcile_as(&obj, new_object(&[EventCall::Create]))
         .await;
     let obj = obj.with_status_of(status_patch(&calls, "app"));
     assert_eq!(
@@ -214,9 +220,20 @@ async fn removing_spec_ignore_clears_observed_ignore_so_the_next_reconcile_is_a_
         Some("*.md")
     );
 
-    // The user removes spec.ignore: the artifact is re-packaged (same content, no event).
+    // The user removes spec.ignore: the artifact is re-packaged (same content, no event);
+    // meanwhile the stored artifact reads outdated and the ExternalArtifact not Ready.
     let obj = obj.with_ignore(None);
-    let (_, calls) = env.reconcile_as(&obj, Expect::events(&[])).await;
+    let outdated = Expect::events(&[]).showing(&[Shown::StatusAndEa]);
+    let (_, calls) = env.reconcile_as(&obj, outdated).await;
+    let shown = &calls[0].body["status"];
+    assert_eq!(
+        condition(shown, "ArtifactOutdated")["reason"],
+        "NewRevision"
+    );
+    assert_eq!(ready(shown), ("Unknown", "Progressing"));
+    let ea_shown = &calls[2].body["status"];
+    assert_eq!(ready(ea_shown), ("Unknown", "Progressing"));
+    assert_eq!(condition(ea_shown, "Ready")["observedGeneration"], 1);
     let obj = obj.with_status_of(status_patch(&calls, "app"));
     assert_eq!(
         obj.status.as_ref().unwrap().observed_ignore,

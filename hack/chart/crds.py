@@ -1,6 +1,5 @@
-"""CRDs: the chart's `crds/` copy against the repository's `crds/`, the chart's own
-ExternalArtifact CRD against Flux's published API, and validation of custom objects
-against a CRD's OpenAPI schema.
+"""CRDs: the chart's `crds/` copy against the repository's `crds/`, and validation of
+custom objects against a CRD's OpenAPI schema.
 """
 
 from __future__ import annotations
@@ -44,39 +43,10 @@ def check_drift(source: Path, target: Path, helm_loaded: list[dict[str, Any]], r
     report.check("crds: Helm installs every CRD", names == loaded, f"loaded {sorted(loaded)}, want {sorted(names)}")
 
 
-def _strip(node: Any) -> Any:
-    """A schema without descriptions, with `required` as a sorted list, for comparison."""
-    if isinstance(node, dict):
-        out = {k: _strip(v) for k, v in node.items() if k != "description"}
-        if "required" in out:
-            out["required"] = sorted(out["required"])
-        return out
-    if isinstance(node, list):
-        return [_strip(v) for v in node]
-    return node
-
-
 def reference_dir() -> Path:
     """Where Flux's reference CRDs are (shared/ sits beside the repository in CI)."""
     root = Path(__file__).resolve().parents[2]
     return Path(os.environ.get("FLUX_REFERENCE_DIR", root.parent / "shared" / "reference" / "flux"))
-
-
-def compare_external_artifact_crd(ours: dict[str, Any], report: Report, scenario: str) -> None:
-    """The chart's ExternalArtifact CRD serves the same API as Flux's (fields, types, validation)."""
-    ref_file = reference_dir() / "source.toolkit.fluxcd.io_externalartifacts.yaml"
-    name = f"{scenario}: ExternalArtifact CRD matches Flux's API"
-    if not ref_file.is_file():
-        report.skip(name, f"{ref_file} not found (set FLUX_REFERENCE_DIR)")
-        return
-    ref = yaml.safe_load(ref_file.read_text())
-    for key in ("group", "scope", "names"):
-        report.check(f"{name}: {key}", ours["spec"][key] == ref["spec"][key],
-                     f"ours {ours['spec'][key]!r}, Flux {ref['spec'][key]!r}")
-    (ov,), (rv,) = ours["spec"]["versions"], ref["spec"]["versions"]
-    for key in ("name", "served", "storage", "subresources", "additionalPrinterColumns"):
-        report.check(f"{name}: version {key}", ov.get(key) == rv.get(key), f"ours {ov.get(key)!r}, Flux {rv.get(key)!r}")
-    report.check(f"{name}: schema", _strip(ov["schema"]) == _strip(rv["schema"]), "schemas differ")
 
 
 def _closed(schema: Any) -> Any:

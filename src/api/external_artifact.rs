@@ -1,7 +1,8 @@
 //! Flux's `ExternalArtifact` (`source.toolkit.fluxcd.io/v1`, RFC-0012) as a kube type,
 //! matching Flux's CRD, so ocisource can publish what kustomize-controller and
 //! helm-controller consume; plus the builders that derive one from an `OCIRepository`.
-//! ocisource does not install this CRD by default. Wire types only: no kube client.
+//! Flux's source-controller installs this CRD; ocisource never does. Wire types only: no
+//! kube client.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use kube::{CustomResource, Resource};
@@ -114,16 +115,25 @@ impl ExternalArtifact {
 }
 
 impl ExternalArtifactStatus {
-    /// The status mirroring `source`'s: its artifact, `Ready` with RFC-0012 reasons, and
-    /// `SourceVerified`.
-    pub fn from_source(source: &OciRepository) -> Self {
+    /// The status following `source`'s: its last stored artifact, `Ready` (True only when
+    /// the source is Ready for its current generation, Unknown while a new generation or
+    /// revision is under way, False with an RFC-0012 reason on failure) and
+    /// `SourceVerified`, each condition carrying the ExternalArtifact's own `generation`.
+    pub fn from_source(source: &OciRepository, generation: i64) -> Self {
         let Some(status) = &source.status else {
             return Self::default();
         };
         let pure = conditions::from_k8s(&status.conditions);
+        let state = status::SourceState {
+            conditions: &pure,
+            generation: source.metadata.generation.unwrap_or(0),
+            observed_generation: status.observed_generation,
+        };
         Self {
             artifact: status.artifact.clone(),
-            conditions: conditions::all_to_k8s(&status::external_artifact_conditions(&pure)),
+            conditions: conditions::all_to_k8s(&status::external_artifact_conditions(
+                state, generation,
+            )),
         }
     }
 }
@@ -208,10 +218,11 @@ status:
 
     #[test]
     fn status_mirrors_artifact_and_maps_ready_reason() {
-        let status = ExternalArtifactStatus::from_source(&source());
+        let status = ExternalArtifactStatus::from_source(&source(), 1);
         assert_eq!(status.artifact, source().status.unwrap().artifact);
         assert_eq!(status.conditions.len(), 1);
         let ready = &status.conditions[0];
+        assert_eq!(ready.observed_generation, Some(1));
         assert_eq!(
             (ready.type_.as_str(), ready.status.as_str()),
             ("Ready", "False")

@@ -1,6 +1,8 @@
 //! Publishing the Flux `ExternalArtifact` (RFC-0012) for an OCIRepository: same name and
 //! namespace, `spec.sourceRef` naming the source, a controller ownerReference (deletion
-//! cascades), and its status mirroring the source's artifact, Ready and SourceVerified.
+//! cascades), and its status following the source's: the last stored artifact, Ready
+//! (Unknown while the source's new generation or revision is under way, False when it
+//! failed) and SourceVerified, with the ExternalArtifact's own observedGeneration.
 //! When the ExternalArtifact CRD is not installed this is said once (once again after it
 //! was installed and removed), and the controller carries on serving `status.artifact`.
 
@@ -34,9 +36,11 @@ pub async fn publish(kctx: &KubeContext, source: &OciRepository) {
         )
         .await;
     let result = match applied {
-        Ok(_) => {
-            let status =
-                serde_json::json!({ "status": ExternalArtifactStatus::from_source(source) });
+        Ok(applied) => {
+            let generation = applied.metadata.generation.unwrap_or_default();
+            let status = serde_json::json!({
+                "status": ExternalArtifactStatus::from_source(source, generation)
+            });
             api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
                 .await
                 .map(|_| ())
@@ -53,7 +57,7 @@ pub async fn publish(kctx: &KubeContext, source: &OciRepository) {
                 tracing::warn!(
                     "the ExternalArtifact API (source.toolkit.fluxcd.io/v1) is not installed; \
                      artifacts are served and published in OCIRepository status only. Install \
-                     Flux 2.7+ or set the chart value installExternalArtifactCRD=true"
+                     Flux 2.7+ (its source-controller's CRDs), or pass --external-artifact=false"
                 );
             }
         }

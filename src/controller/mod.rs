@@ -1,7 +1,8 @@
 //! The Kubernetes side of the controller: kube-runtime's `Controller` over OCIRepository
-//! objects, the finalizer, ONE status patch per reconcile, events, and the Flux
-//! `ExternalArtifact` kept in step. All decisions are made by `crate::reconcile`, which
-//! has no Kubernetes I/O; this module only reads and writes the API.
+//! objects, the finalizer, the status (the work under way when `crate::reconcile` shows
+//! it, then ONE final patch), events, and the Flux `ExternalArtifact` kept in step. All
+//! decisions are made by `crate::reconcile`, which has no Kubernetes I/O; this module
+//! only reads and writes the API.
 
 pub mod external_artifact;
 pub mod leader;
@@ -140,13 +141,68 @@ async fn publish_events(
     }
 }
 
+/// Shows a reconcile under way: patches the in-progress status, and the ExternalArtifact
+/// when its Ready would change (a stored artifact that must not look Ready while a new
+/// generation or revision is being built).
+struct Showing<'a> {
+    kctx: &'a KubeContext,
+    api: &'a Api<OciRepository>,
+    obj: &'a OciRepository,
+    /// The ExternalArtifact's Ready status last published in this reconcile (`None`:
+    /// nothing published yet).
+    published: std::sync::Mutex<Option<Option<String>>>,
+}
+
+impl Showing<'_> {
+    /// The Ready status the ExternalArtifact of `obj` would show.
+    fn ea_ready(obj: &OciRepository) -> Option<String> {
+        crate::api::ExternalArtifactStatus::from_source(obj, 0)
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == crate::api::conditions::READY)
+            .map(|c| c.status)
+    }
+}
+
+#[async_trait::async_trait]
+impl reconcile::Progress for Showing<'_> {
+    async fn show(&self, status: &OciRepositoryStatus) {
+        let name = self.obj.name_any();
+        if let Err(e) = patch_status(self.api, &name, status).await {
+            tracing::warn!(object = %format!("{}/{name}", self.obj.namespace().unwrap_or_default()), error = %e, "failed to show the reconcile in progress");
+            return;
+        }
+        if !self.kctx.external_artifact || status.artifact.is_none() {
+            return;
+        }
+        let mut updated = self.obj.clone();
+        updated.status = Some(status.clone());
+        let ready = Self::ea_ready(&updated);
+        // The first time, the ExternalArtifact still shows the previous reconcile's
+        // outcome (its Ready may be True): publish. Later, only when Ready changes.
+        let before = match self.published.lock() {
+            Ok(mut last) => last.replace(ready.clone()),
+            Err(_) => None,
+        };
+        if before != Some(ready) {
+            external_artifact::publish(self.kctx, &updated).await;
+        }
+    }
+}
+
 async fn apply(obj: Arc<OciRepository>, kctx: Arc<KubeContext>) -> Result<Action, ControllerError> {
     let ns = obj
         .namespace()
         .ok_or_else(|| ControllerError::NoNamespace(obj.name_any()))?;
     let name = obj.name_any();
     let api: Api<OciRepository> = Api::namespaced(kctx.client.clone(), &ns);
-    let report = reconcile::reconcile(&obj, &kctx.core, chrono::Utc::now()).await;
+    let showing = Showing {
+        kctx: &kctx,
+        api: &api,
+        obj: &obj,
+        published: std::sync::Mutex::new(None),
+    };
+    let report = reconcile::reconcile_showing(&obj, &kctx.core, chrono::Utc::now(), &showing).await;
     let write_status = || async {
         patch_status(&api, &name, &report.status)
             .await
@@ -199,6 +255,32 @@ async fn cleanup(
     Ok(Action::await_change())
 }
 
+/// A new object (no finalizer yet, no condition) reads Reconciling and Ready=Unknown
+/// before the finalizer round-trip, so nothing (kstatus, a health check) takes an object
+/// without status for a Current one.
+async fn show_new(api: &Api<OciRepository>, obj: &OciRepository) {
+    let fresh = obj.metadata.deletion_timestamp.is_none()
+        && !obj.finalizers().iter().any(|f| f == FINALIZER)
+        && !obj.spec.suspend
+        && obj.status.as_ref().is_none_or(|s| s.conditions.is_empty());
+    if !fresh {
+        return;
+    }
+    let generation = obj.metadata.generation.unwrap_or(0);
+    let now = chrono::Utc::now();
+    let Some(conditions) = crate::domain::status::starting(&[], None, generation, false, now)
+    else {
+        return;
+    };
+    let status = OciRepositoryStatus {
+        conditions: crate::api::conditions::all_to_k8s(&conditions),
+        ..obj.status.clone().unwrap_or_default()
+    };
+    if let Err(e) = patch_status(api, &obj.name_any(), &status).await {
+        tracing::warn!(object = %format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any()), error = %e, "failed to show the reconcile in progress");
+    }
+}
+
 /// Reconciles one object: finalizer handling, then the steps, status, events, ExternalArtifact.
 pub async fn reconcile_object(
     obj: Arc<OciRepository>,
@@ -206,6 +288,7 @@ pub async fn reconcile_object(
 ) -> Result<Action, kube::runtime::finalizer::Error<ControllerError>> {
     let ns = obj.namespace().unwrap_or_default();
     let api: Api<OciRepository> = Api::namespaced(kctx.client.clone(), &ns);
+    show_new(&api, &obj).await;
     finalizer(&api, FINALIZER, obj, |event| async {
         match event {
             Finalizer::Apply(o) => apply(o, kctx.clone()).await,

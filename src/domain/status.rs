@@ -1,7 +1,8 @@
 //! Pure status rules: fold the outcome of one reconcile into the object's conditions the
 //! way Flux does (Ready summary, Reconciling/Stalled, ArtifactInStorage, ArtifactOutdated,
-//! FetchFailed, StorageOperationFailed, SourceVerified), decide which events to emit, and
-//! derive the ExternalArtifact's conditions. The time is passed in; nothing here reads a
+//! FetchFailed, StorageOperationFailed, SourceVerified) and decide which events to emit;
+//! `status_progress.rs` holds the conditions shown while a reconcile runs and the
+//! ExternalArtifact's. The time is passed in; nothing here reads a
 //! clock or imports kube, k8s-openapi, tokio or axum (`api::conditions` converts to the
 //! wire type).
 
@@ -9,8 +10,11 @@ use chrono::{DateTime, Utc};
 
 #[path = "status_conditions.rs"]
 mod conditions;
+#[path = "status_progress.rs"]
+mod progress;
 
 pub use conditions::{reason, Condition, ConditionStatus, ConditionType};
+pub use progress::{building, external_artifact_conditions, retime, starting, SourceState};
 
 /// Which step failed, hence which condition records the failure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -308,32 +312,6 @@ pub fn fold(input: Input<'_>) -> Decision {
         conditions: next.out,
         events,
     }
-}
-
-/// The ExternalArtifact's conditions, derived from the OCIRepository's: `Ready` with
-/// reason Succeeded, FetchFailed, StorageOperationFailed or VerificationFailed, and
-/// `SourceVerified` copied.
-pub fn external_artifact_conditions(source: &[Condition]) -> Vec<Condition> {
-    let find = |t: ConditionType| source.iter().find(|c| c.type_ == t);
-    let mut out = Vec::new();
-    if let Some(ready) = find(ConditionType::Ready) {
-        let mut ready = ready.clone();
-        if ready.status != ConditionStatus::True {
-            ready.reason = if find(ConditionType::SourceVerified)
-                .is_some_and(|c| c.status == ConditionStatus::False)
-            {
-                reason::VERIFICATION_FAILED
-            } else if find(ConditionType::StorageOperationFailed).is_some() {
-                reason::STORAGE_OPERATION_FAILED
-            } else {
-                reason::FETCH_FAILED
-            }
-            .to_string();
-        }
-        out.push(ready);
-    }
-    out.extend(find(ConditionType::SourceVerified).cloned());
-    out
 }
 
 struct Builder<'a> {

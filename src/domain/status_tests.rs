@@ -388,7 +388,13 @@ fn external_artifact_ready_uses_rfc_0012_reasons(
     #[case] reason: &str,
 ) {
     let d = run(&[], None, &outcome);
-    let ea = external_artifact_conditions(&d.conditions);
+    let source = SourceState {
+        conditions: &d.conditions,
+        generation: 2,
+        observed_generation: Some(2),
+    };
+    let ea = external_artifact_conditions(source, 1);
+    assert!(ea.iter().all(|c| c.observed_generation == 1), "{ea:?}");
     let ready = ea.iter().find(|c| c.type_ == Ready).unwrap();
     assert_eq!((ready.status, ready.reason.as_str()), (status, reason));
     let verify_failed = matches!(&outcome, Outcome::Failed(f) if f.step == FailedStep::Verify);

@@ -2,14 +2,16 @@
 //! and the one-shot `ocisource reconcile -f` run the very same steps:
 //! `source::resolve` → (unchanged? stop) → `source::verify` → `artifact::store`, then one
 //! pure fold of the outcome into the status (`domain::status::fold`) and the requeue.
-//! The caller writes the status once, emits the events and publishes the
-//! ExternalArtifact. Adapters are reached only through `ports`.
+//! Work under way is shown through `progress::Progress` (a new generation at the start, a
+//! new revision once resolved); the caller writes the final status, emits the events and
+//! publishes the ExternalArtifact. Adapters are reached only through `ports`.
 
 pub mod artifact;
 pub mod cloud;
 pub mod context;
 pub mod credentials;
 pub mod error;
+pub mod progress;
 pub mod source;
 
 use std::hash::{Hash, Hasher};
@@ -26,6 +28,9 @@ use crate::domain::status::{self, Disposition, Event, Failure, Outcome, Verifica
 
 pub use context::{Context, Settings};
 pub use error::ReconcileError;
+pub use progress::{Progress, Silent};
+
+use progress::Announcer;
 
 /// When to reconcile again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,11 +105,16 @@ async fn steps(
     previous: &OciRepositoryStatus,
     ctx: &Context,
     now: DateTime<Utc>,
+    announcer: &mut Announcer<'_>,
 ) -> Result<Success, StepFailure> {
     let src = source::resolve(obj, namespace, ctx)
         .await
         .map_err(StepFailure::new)?;
     let revision = Some(src.resolved.revision.clone());
+    let current = artifact::is_current(obj, previous, &src, ctx);
+    if !current {
+        announcer.building(&src.url, &src.resolved.revision).await;
+    }
     let verdict = source::verify(&src, obj, previous, ctx)
         .await
         .map_err(|e| StepFailure {
@@ -115,7 +125,7 @@ async fn steps(
         Some(message) => Verification::Verified { message },
         None => Verification::NotConfigured,
     };
-    if artifact::is_current(obj, previous, &src, ctx) {
+    if current {
         if let Some(a) = &previous.artifact {
             return Ok(Success {
                 artifact: artifact::with_current_host(a, ctx),
@@ -147,9 +157,22 @@ fn handled_request(obj: &OciRepository, previous: &OciRepositoryStatus) -> Optio
         .or_else(|| previous.last_handled_reconcile_at.clone())
 }
 
-/// Reconciles `obj` once at time `now`. Never fails: failures are folded into the status
-/// of the returned report, and the last good artifact stays in it.
+/// Reconciles `obj` once at time `now`, showing nothing while it runs; see [`reconcile_showing`].
 pub async fn reconcile(obj: &OciRepository, ctx: &Context, now: DateTime<Utc>) -> Report {
+    reconcile_showing(obj, ctx, now, &Silent).await
+}
+
+/// Reconciles `obj` once at time `now`. Never fails: failures are folded into the status
+/// of the returned report, and the last good artifact stays in it. A new object or
+/// generation is shown as Reconciling (Ready Unknown) through `progress` before any work,
+/// and a new revision as ArtifactOutdated once it is resolved; `status.observedGeneration`
+/// advances only when the reconcile succeeded or stalled, as in Flux.
+pub async fn reconcile_showing(
+    obj: &OciRepository,
+    ctx: &Context,
+    now: DateTime<Utc>,
+    progress: &dyn Progress,
+) -> Report {
     let namespace = obj.namespace().unwrap_or_else(|| "default".into());
     let name = obj.name_any();
     let key = format!("{namespace}/{name}");
@@ -179,13 +202,25 @@ pub async fn reconcile(obj: &OciRepository, ctx: &Context, now: DateTime<Utc>) -
         .timeout_duration()
         .unwrap_or(Duration::from_secs(60));
     let started = std::time::Instant::now();
-    let result =
-        match tokio::time::timeout(timeout, steps(obj, &namespace, &name, &previous, ctx, now))
-            .await
-        {
-            Ok(r) => r,
-            Err(_) => Err(StepFailure::new(ReconcileError::Timeout(timeout))),
-        };
+    let previous_conditions = from_k8s(&previous.conditions);
+    let requested = obj
+        .annotations()
+        .get(RECONCILE_REQUESTED_AT)
+        .is_some_and(|r| previous.last_handled_reconcile_at.as_ref() != Some(r));
+    let mut announcer = Announcer::start(
+        progress,
+        &previous,
+        &previous_conditions,
+        generation,
+        requested,
+        now,
+    )
+    .await;
+    let work = steps(obj, &namespace, &name, &previous, ctx, now, &mut announcer);
+    let result = match tokio::time::timeout(timeout, work).await {
+        Ok(r) => r,
+        Err(_) => Err(StepFailure::new(ReconcileError::Timeout(timeout))),
+    };
 
     let (outcome, success, error) = match result {
         Ok(s) => (
@@ -206,8 +241,7 @@ pub async fn reconcile(obj: &OciRepository, ctx: &Context, now: DateTime<Utc>) -
             (Outcome::Failed(failure), None, Some(f.error))
         }
     };
-    let previous_conditions = from_k8s(&previous.conditions);
-    let decision = status::fold(status::Input {
+    let mut decision = status::fold(status::Input {
         previous: &previous_conditions,
         previous_digest: previous.artifact.as_ref().map(|a| a.digest.as_str()),
         previous_revision: previous.artifact.as_ref().map(|a| a.revision.as_str()),
@@ -217,9 +251,20 @@ pub async fn reconcile(obj: &OciRepository, ctx: &Context, now: DateTime<Utc>) -
         outcome: &outcome,
     });
 
+    status::retime(
+        &mut decision.conditions,
+        &previous_conditions,
+        &announcer.shown,
+        now,
+    );
+    let finished = error
+        .as_ref()
+        .is_none_or(|e| e.disposition() == Disposition::Stalled);
     let mut next = previous.clone();
     next.conditions = all_to_k8s(&decision.conditions);
-    next.observed_generation = Some(generation);
+    if finished {
+        next.observed_generation = Some(generation);
+    }
     next.last_handled_reconcile_at = handled_request(obj, &previous);
     let pulled = success.as_ref().is_some_and(|s| s.pulled);
     if let Some(s) = success {

@@ -27,9 +27,9 @@ use kube::Client;
 use serde_json::{json, Value};
 
 pub use env::{Env, ReconcileResult};
-pub use objects::{condition, docker_secret_data, only, repo, RepoExt};
+pub use objects::{condition, docker_secret_data, last, only, repo, RepoExt};
 use scenario::Step;
-pub use scenario::{Ea, EventCall, Expect, Scenario};
+pub use scenario::{Ea, EventCall, Expect, Scenario, Shown};
 
 /// Namespace of every test object.
 pub const NS: &str = "team";

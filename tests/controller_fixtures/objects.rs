@@ -103,6 +103,16 @@ pub fn only<'a>(calls: &'a [Call], method: Method, path: &str) -> &'a Call {
     found[0]
 }
 
+/// The last call of `method` to `path` (e.g. the final status patch after the statuses
+/// shown while the reconcile ran).
+pub fn last<'a>(calls: &'a [Call], method: Method, path: &str) -> &'a Call {
+    calls
+        .iter()
+        .rev()
+        .find(|c| c.method == method && c.path == path)
+        .unwrap_or_else(|| panic!("no {method} {path} in {calls:#?}"))
+}
+
 /// The condition `type_` in a status JSON.
 pub fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
     status["conditions"]

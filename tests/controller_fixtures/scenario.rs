@@ -21,6 +21,16 @@ pub enum Ea {
     CrdMissing,
 }
 
+/// A status shown while the reconcile runs, before the final status patch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shown {
+    /// An in-progress status merge patch (new object or generation, new revision).
+    Status,
+    /// An in-progress status patch, then the ExternalArtifact (apply and status) because
+    /// its Ready changes.
+    StatusAndEa,
+}
+
 /// How an event is written. Only `Create` (POST) is expected: the controller never
 /// patches an earlier event into a series, whose note would be stale.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,7 +42,10 @@ pub enum EventCall {
 /// What one reconcile (`Finalizer::Apply`) is expected to ask of the API.
 #[derive(Clone, Debug)]
 pub struct Expect {
-    /// A Secret read first: its name and `data` (values base64), answered 200.
+    /// In-progress statuses, in order, before anything else.
+    pub shown: Vec<Shown>,
+    /// A Secret read first (after the status shown at the start): its name and `data`
+    /// (values base64), answered 200.
     pub secret: Option<(String, Value)>,
     /// Events after the status patch, in order.
     pub events: Vec<EventCall>,
@@ -44,10 +57,16 @@ impl Expect {
     /// Status patch, `events`, ExternalArtifact published.
     pub fn events(events: &[EventCall]) -> Self {
         Self {
+            shown: Vec::new(),
             secret: None,
             events: events.to_vec(),
             external_artifact: Ea::Published,
         }
+    }
+    /// Expects these in-progress statuses first.
+    pub fn showing(mut self, shown: &[Shown]) -> Self {
+        self.shown = shown.to_vec();
+        self
     }
     /// Adds a Secret read.
     pub fn with_secret(mut self, name: &str, data: Value) -> Self {
@@ -63,7 +82,8 @@ impl Expect {
 
 /// The API conversations the tests drive.
 pub enum Scenario {
-    /// An object without finalizer: ONE JSON patch adding it, nothing else.
+    /// An object without finalizer: a status patch showing Reconciling, then ONE JSON
+    /// patch adding the finalizer, nothing else.
     AddFinalizer(OciRepository),
     /// A deleting object: ONE JSON patch removing the finalizer (index 0).
     RemoveFinalizer(OciRepository),
@@ -135,7 +155,8 @@ impl Scenario {
             Scenario::AddFinalizer(obj) => {
                 let name = obj.metadata.name.clone().unwrap();
                 let reply = object_json(&obj);
-                vec![Step {
+                let mut steps = shown_steps(&obj, &name, Shown::Status);
+                steps.push(Step {
                     body: Some(json!([
                         {"op": "test", "path": "/metadata/finalizers", "value": null},
                         {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
@@ -145,7 +166,8 @@ impl Scenario {
                         repo_path(&name, ""),
                         Box::new(move |_| (200, reply)),
                     )
-                }]
+                });
+                steps
             }
             Scenario::RemoveFinalizer(obj) => {
                 let name = obj.metadata.name.clone().unwrap();
@@ -212,6 +234,12 @@ fn existing_lease_steps(name: &str, lease: Value, put: Option<u16>) -> Vec<Step>
 fn reconcile_steps(obj: &OciRepository, expect: Expect) -> Vec<Step> {
     let name = obj.metadata.name.clone().unwrap();
     let mut steps = Vec::new();
+    let mut shown = expect.shown.into_iter();
+    // A new object or generation is shown at the start, before any Secret is read.
+    let first = shown.next();
+    if let Some(s) = first {
+        steps.extend(shown_steps(obj, &name, s));
+    }
     if let Some((secret, data)) = expect.secret {
         let reply = json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
                            "metadata": {"name": secret, "namespace": NS}, "data": data});
@@ -220,6 +248,9 @@ fn reconcile_steps(obj: &OciRepository, expect: Expect) -> Vec<Step> {
             format!("/api/v1/namespaces/{NS}/secrets/{secret}"),
             Box::new(move |_| (200, reply)),
         ));
+    }
+    for s in shown {
+        steps.extend(shown_steps(obj, &name, s));
     }
     let mut current = object_json(obj);
     steps.push(step(
@@ -235,34 +266,63 @@ fn reconcile_steps(obj: &OciRepository, expect: Expect) -> Vec<Step> {
             EventCall::Create => step(Method::POST, events_path(), echo()),
         });
     }
-    let apply_query: &[(&str, &str)] = &[("fieldManager", "ocisource"), ("force", "true")];
     match expect.external_artifact {
         Ea::Off => {}
         Ea::CrdMissing => steps.push(Step {
-            query: apply_query,
+            query: APPLY_QUERY,
             ..step(
                 Method::PATCH,
                 ea_path(&name, ""),
                 Box::new(|_| (404, status_error(404, "NotFound"))),
             )
         }),
-        Ea::Published => {
-            steps.push(Step {
-                query: apply_query,
-                ..step(Method::PATCH, ea_path(&name, ""), echo())
-            });
-            let ea = json!({"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "ExternalArtifact",
-                            "metadata": {"name": name, "namespace": NS}, "spec": {}});
-            steps.push(step(
+        Ea::Published => steps.extend(ea_steps(&name)),
+    }
+    steps
+}
+
+const APPLY_QUERY: &[(&str, &str)] = &[("fieldManager", "ocisource"), ("force", "true")];
+
+/// Server-side apply of the ExternalArtifact, then its status patch.
+fn ea_steps(name: &str) -> Vec<Step> {
+    let ea = json!({"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "ExternalArtifact",
+                    "metadata": {"name": name, "namespace": NS, "generation": 1}, "spec": {}});
+    let applied = ea.clone();
+    vec![
+        Step {
+            query: APPLY_QUERY,
+            ..step(
                 Method::PATCH,
-                ea_path(&name, "/status"),
-                Box::new(move |b| {
-                    let mut ea = ea;
-                    ea["status"] = b["status"].clone();
-                    (200, ea)
-                }),
-            ));
-        }
+                ea_path(name, ""),
+                Box::new(move |_| (200, applied.clone())),
+            )
+        },
+        step(
+            Method::PATCH,
+            ea_path(name, "/status"),
+            Box::new(move |b| {
+                let mut ea = ea.clone();
+                ea["status"] = b["status"].clone();
+                (200, ea)
+            }),
+        ),
+    ]
+}
+
+/// One in-progress status patch, and the ExternalArtifact when it changes too.
+fn shown_steps(obj: &OciRepository, name: &str, shown: Shown) -> Vec<Step> {
+    let object = object_json(obj);
+    let mut steps = vec![step(
+        Method::PATCH,
+        repo_path(name, "/status"),
+        Box::new(move |b| {
+            let mut object = object.clone();
+            merge_patch(&mut object, b);
+            (200, object)
+        }),
+    )];
+    if shown == Shown::StatusAndEa {
+        steps.extend(ea_steps(name));
     }
     steps
 }

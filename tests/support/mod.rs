@@ -19,6 +19,8 @@ pub mod rawtar;
 pub mod pki;
 pub mod proxy;
 pub mod registry;
+pub mod shard;
+pub mod watch;
 
 use std::io::Write;
 use std::path::Path;
