@@ -6,6 +6,7 @@
 
 pub mod cloud_hosts;
 pub mod digest;
+pub mod docker_config;
 pub mod duration;
 pub mod error_chain;
 pub mod ignore;
