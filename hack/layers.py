@@ -9,7 +9,7 @@ reaches past a port still couples the layers.
 
 `--check` fails (exit 1) on a forbidden edge:
   - domain imports no other project module and no I/O crate (kube, tokio, reqwest, axum,
-    hyper, sigstore*, oci-client; the grep hack/check-domain.sh used to run);
+    hyper, sigstore*, oci-client; the grep the former hack/check-domain.sh ran);
   - ports import only domain;
   - reconcile, pipeline and controller import no adapter (registry, verify, storage,
     server, cloud, archive internals, app, cli);
@@ -59,7 +59,7 @@ ALLOWED = {
 # blocking tar code and async streams (STYLE.md); the pipeline calls it through these.
 ARCHIVE_PUBLIC = {"pipeline"}
 
-# I/O crates domain must not name (from hack/check-domain.sh).
+# I/O crates domain must not name (the former hack/check-domain.sh list, plus oci-client).
 IO_CRATES = r"kube|k8s_openapi|tokio|reqwest|axum|hyper|sigstore[a-z_]*|oci_client|oci_distribution"
 IO_USE = re.compile(r"^\s*(pub(\([a-z]+\))?\s+)?use\s+(::)?(" + IO_CRATES + r")\b", re.M)
 IO_PATH = re.compile(r"(?<![\w:])(::)?(" + IO_CRATES + r")::")
@@ -211,8 +211,8 @@ def main() -> int:
     for cycle in cycles:
         print(f"layers: files import each other: {' <-> '.join(cycle)}", file=sys.stderr)
     for src, dst, n in bad:
-        why = "adapter" if dst in ADAPTERS else "layer"
-        print(f"layers: {src} -> {dst} ({n} references) crosses a {why} boundary", file=sys.stderr)
+        why = "an adapter" if dst in ADAPTERS else "a layer"
+        print(f"layers: {src} -> {dst} ({n} references) crosses {why} boundary", file=sys.stderr)
     for hit in io_hits:
         print(f"layers: domain names an I/O crate: {hit}", file=sys.stderr)
     if bad or io_hits or cycles:
