@@ -4,10 +4,12 @@
 //! percent-encoded paths, no symlink escapes), never expose temp files (names starting
 //! with `.`) and serve regular files only: the file is opened non-blocking and checked
 //! through its handle, so a FIFO or device in the store is a 404, not a hung request.
-//! Files are streamed in chunks, never read whole. [`serve`] runs the routes on a
+//! Files are streamed in chunks, never read whole, with a static file server's HTTP
+//! semantics (`artifact`: ranges, `Last-Modified`, `ETag`, 304). [`serve`] runs the routes on a
 //! listener with timeouts, a connection cap and a bounded shutdown. This module imports
 //! no reconciler code; the reconciler feeds [`Metrics`].
 
+mod artifact;
 mod listen;
 mod metrics;
 
@@ -15,20 +17,14 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use bytes::BytesMut;
-use tokio::io::AsyncReadExt;
 
 pub use listen::{serve, Limits};
 pub use metrics::Metrics;
-
-/// Read size per chunk when streaming an artifact.
-const CHUNK: usize = 64 * 1024;
 
 /// The artifact routes only: what the artifact listener serves. `storage_root` is the
 /// artifact storage directory.
@@ -71,78 +67,27 @@ async fn readyz(State(ready): State<Arc<AtomicBool>>) -> Response {
 
 async fn render_metrics(State(metrics): State<Arc<Metrics>>) -> Response {
     let content_type = HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8");
-    (
-        [(header::CONTENT_TYPE, content_type)],
-        metrics.render(),
-    )
-        .into_response()
+    ([(header::CONTENT_TYPE, content_type)], metrics.render()).into_response()
 }
 
 async fn artifact(State(root): State<Arc<PathBuf>>, request: Request) -> Response {
-    let head = match *request.method() {
-        Method::GET => false,
-        Method::HEAD => true,
-        _ => {
-            return (
-                StatusCode::METHOD_NOT_ALLOWED,
-                [(header::ALLOW, "GET, HEAD")],
-            )
-                .into_response()
-        }
-    };
-    let Some(path) = resolve(&root, request.uri().path()).await else {
-        return not_found();
-    };
-    let Ok(file) = tokio::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(&path)
-        .await
-    else {
-        return not_found();
-    };
-    let Ok(meta) = file.metadata().await else {
-        return not_found();
-    };
-    if !meta.is_file() {
-        return not_found();
+    let method = request.method().clone();
+    if method != Method::GET && method != Method::HEAD {
+        return (
+            StatusCode::METHOD_NOT_ALLOWED,
+            [(header::ALLOW, "GET, HEAD")],
+        )
+            .into_response();
     }
-    let headers = [
-        (
-            header::CONTENT_TYPE,
-            HeaderValue::from_static(content_type(&path)),
-        ),
-        (header::CONTENT_LENGTH, HeaderValue::from(meta.len())),
-        (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-    ];
-    if head {
-        return (headers, Body::empty()).into_response();
-    }
-    (headers, Body::from_stream(chunks(file))).into_response()
+    let Some(relative) = safe_relative(request.uri().path()) else {
+        return not_found();
+    };
+    let (parts, _) = request.into_parts();
+    artifact::serve(root, relative, method, parts.headers).await
 }
 
 fn not_found() -> Response {
     (StatusCode::NOT_FOUND, "not found").into_response()
-}
-
-/// A file as a stream of chunks of at most [`CHUNK`] bytes.
-fn chunks(
-    file: tokio::fs::File,
-) -> impl futures::Stream<Item = std::io::Result<bytes::Bytes>> + Send {
-    futures::stream::try_unfold(file, |mut file| async move {
-        let mut buf = BytesMut::with_capacity(CHUNK);
-        let n = file.read_buf(&mut buf).await?;
-        Ok((n > 0).then(|| (buf.freeze(), file)))
-    })
-}
-
-/// Maps a request path to a regular file inside `root`, or `None` (→ 404) when the path
-/// is not a plain relative path of visible components, or resolves outside the root.
-async fn resolve(root: &Path, uri_path: &str) -> Option<PathBuf> {
-    let relative = safe_relative(uri_path)?;
-    let root = tokio::fs::canonicalize(root).await.ok()?;
-    let full = tokio::fs::canonicalize(root.join(relative)).await.ok()?;
-    full.starts_with(&root).then_some(full)
 }
 
 /// The request path as a relative path, if every component is a plain, visible name.
@@ -165,18 +110,6 @@ fn safe_relative(uri_path: &str) -> Option<PathBuf> {
         }
     }
     Some(out)
-}
-
-fn content_type(path: &Path) -> &'static str {
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or_default();
-    if name.ends_with(".tar.gz") || name.ends_with(".tgz") {
-        "application/gzip"
-    } else {
-        "application/octet-stream"
-    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The artifact server as consumers see it, through `Router::oneshot`: artifacts served
 //! byte-exact with length and type, HEAD, 404 for directories, missing files, traversal,
-//! percent-encoded tricks, symlink escapes and temp files; health and readiness; and
+//! percent-encoded tricks, symlink escapes and temp files; ranges and revalidation (206,
+//! 416, 304) as a static file server answers them; health and readiness; and
 //! `/metrics` in a Prometheus text format a scraper can parse.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -68,12 +69,24 @@ async fn send(
     method: Method,
     uri: &str,
 ) -> (StatusCode, http::HeaderMap, Vec<u8>) {
-    let request = Request::builder()
-        .method(method)
-        .uri(uri)
-        .body(Body::empty())
+    request(router, method, uri, &[]).await
+}
+
+async fn request(
+    router: &Router,
+    method: Method,
+    uri: &str,
+    headers: &[(&str, &str)],
+) -> (StatusCode, http::HeaderMap, Vec<u8>) {
+    let mut request = Request::builder().method(method).uri(uri);
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    let response = router
+        .clone()
+        .oneshot(request.body(Body::empty()).unwrap())
+        .await
         .unwrap();
-    let response = router.clone().oneshot(request).await.unwrap();
     let (parts, body) = response.into_parts();
     let bytes = axum::body::to_bytes(body, usize::MAX)
         .await
@@ -116,6 +129,91 @@ async fn head_gives_length_and_type_without_a_body() {
     );
     assert_eq!(headers["content-type"], "application/gzip");
     assert!(body.is_empty());
+}
+
+async fn send_with(
+    router: &Router,
+    uri: &str,
+    headers: &[(&str, &str)],
+) -> (StatusCode, http::HeaderMap, Vec<u8>) {
+    request(router, Method::GET, uri, headers).await
+}
+
+#[tokio::test]
+async fn ranges_are_served_as_a_static_file_server_does() {
+    let f = fixture();
+    let uri = format!("/{ARTIFACT}");
+    let len = f.content.len();
+    let (status, headers, _) = send(&f.router, Method::GET, &uri).await;
+    assert_eq!(
+        (status, &headers["accept-ranges"]),
+        (
+            StatusCode::OK,
+            &"bytes".parse::<http::HeaderValue>().unwrap()
+        )
+    );
+
+    // A range across several chunks, one at the end, a suffix, and one past the end.
+    for (range, start, end) in [
+        ("bytes=70000-200000", 70_000, 200_000),
+        ("bytes=299990-", 299_990, len - 1),
+        ("bytes=-11", len - 11, len - 1),
+        ("bytes=5-9", 5, 9),
+    ] {
+        let (status, headers, body) = send_with(&f.router, &uri, &[("range", range)]).await;
+        assert_eq!(status, StatusCode::PARTIAL_CONTENT, "{range}");
+        assert_eq!(
+            headers["content-range"],
+            format!("bytes {start}-{end}/{len}").as_str(),
+            "{range}"
+        );
+        assert_eq!(
+            headers["content-length"],
+            (end - start + 1).to_string().as_str(),
+            "{range}"
+        );
+        assert!(body == f.content[start..=end], "{range}: body differs");
+    }
+    let (status, headers, body) = send_with(&f.router, &uri, &[("range", "bytes=400000-")]).await;
+    assert_eq!(status, StatusCode::RANGE_NOT_SATISFIABLE);
+    assert_eq!(headers["content-range"], format!("bytes */{len}").as_str());
+    assert!(body.is_empty());
+}
+
+#[tokio::test]
+async fn unchanged_artifacts_answer_304_to_etag_and_date_revalidation() {
+    let f = fixture();
+    let uri = format!("/{ARTIFACT}");
+    let (_, headers, _) = send(&f.router, Method::GET, &uri).await;
+    let etag = headers["etag"].to_str().unwrap().to_string();
+    let modified = headers["last-modified"].to_str().unwrap().to_string();
+    assert!(etag.starts_with('"') && etag.ends_with('"'), "{etag}");
+
+    for condition in [
+        ("if-none-match", etag.as_str()),
+        ("if-modified-since", modified.as_str()),
+    ] {
+        let (status, headers, body) = send_with(&f.router, &uri, &[condition]).await;
+        assert_eq!(status, StatusCode::NOT_MODIFIED, "{condition:?}");
+        assert_eq!(headers["etag"], etag.as_str());
+        assert!(body.is_empty());
+    }
+    // Another version's tag, or an older date: the whole file.
+    let older = "Mon, 01 Jan 2001 00:00:00 GMT";
+    for condition in [("if-none-match", "\"other\""), ("if-modified-since", older)] {
+        let (status, _, body) = send_with(&f.router, &uri, &[condition]).await;
+        assert_eq!(status, StatusCode::OK, "{condition:?}");
+        assert!(body == f.content);
+    }
+    // If-Range with another version's tag ignores the Range.
+    let (status, _, body) = send_with(
+        &f.router,
+        &uri,
+        &[("range", "bytes=0-9"), ("if-range", "\"other\"")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body.len(), f.content.len());
 }
 
 #[tokio::test]

@@ -25,9 +25,12 @@ fn read(path: &Path, flag: &str) -> Result<Vec<u8>, AppError> {
         .map_err(|e| AppError::Input(format!("failed to read {flag} '{}': {e}", path.display())))
 }
 
-/// An exact value as a regex matching only itself (the policy anchors it at both ends).
+/// An exact value as a regex matching only itself (anchored here: the policy searches,
+/// as cosign and Flux do); a `-regexp` flag as written.
 fn exact_or_regex(exact: Option<&String>, regex: Option<&String>) -> Option<String> {
-    exact.map(|e| regex::escape(e)).or_else(|| regex.cloned())
+    exact
+        .map(|e| format!("^{}$", regex::escape(e)))
+        .or_else(|| regex.cloned())
 }
 
 /// The policy the flags describe, or `None` when no verification was asked for.

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::domain::error_chain::chain;
-use crate::ports::{RegistryError, RegistryOptions};
+use crate::ports::{Audience, RegistryError, RegistryOptions};
 
 /// True when `options` ask for HTTPS without certificate verification: `insecure` with
 /// neither a CA nor a client certificate, as Flux's `getTLSConfig` decides.
@@ -96,7 +96,7 @@ impl Schemes {
     }
 
     /// Logs, once per host, that certificates of `host` are not verified.
-    pub fn warn_unverified(&self, host: &str) {
+    pub fn warn_unverified(&self, host: &str, audience: Audience) {
         let first = self.memory.lock().is_ok_and(|mut m| {
             let new = !m.warned_unverified.iter().any(|h| h == host);
             if new && m.warned_unverified.len() < MAX_HOSTS {
@@ -107,7 +107,9 @@ impl Schemes {
         if first {
             tracing::warn!(
                 registry = host,
-                "insecure: TLS certificate verification is skipped for this registry (no certSecretRef); anyone on the path can impersonate it"
+                "{}: TLS certificate verification is skipped for this registry (no CA given with {}); anyone on the path can impersonate it",
+                audience.insecure(),
+                audience.ca()
             );
         }
     }
@@ -131,7 +133,7 @@ impl Fallback {
     /// The policy for `host` under `options`.
     pub(crate) fn new(host: &str, options: &RegistryOptions, schemes: &Schemes) -> Self {
         if skips_verification(options) {
-            schemes.warn_unverified(host);
+            schemes.warn_unverified(host, options.audience);
         }
         Self {
             host: host.to_string(),
@@ -216,7 +218,12 @@ impl Fallback {
                 }
                 return Ok(Ok(resp));
             }
-            Err(e) if e.is_redirect() => return Ok(Err(format!("{REDIRECT_REFUSED}: {}", chain(&e.without_url())))),
+            Err(e) if e.is_redirect() => {
+                return Ok(Err(format!(
+                    "{REDIRECT_REFUSED}: {}",
+                    chain(&e.without_url())
+                )))
+            }
             Err(e) if ours && plain => {
                 // It spoke plain HTTP before; start over with HTTPS next time.
                 self.schemes.learn(&self.host, None);

@@ -149,8 +149,8 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Runs `ocisource pull <url> --tag v1 --insecure -o out/o.tar.gz` under `prlimit`, in a
-/// fresh sandbox directory used as cwd, HOME and TMPDIR.
+/// Runs `ocisource pull <url> --tag v1 --insecure --output-file out/o.tar.gz` under
+/// `prlimit`, in a fresh sandbox directory used as cwd, HOME and TMPDIR.
 pub fn pull_limited(url: &str) -> Limited {
     let sandbox = tempfile::tempdir().unwrap();
     let root = sandbox.path();
@@ -162,7 +162,7 @@ pub fn pull_limited(url: &str) -> Limited {
         .arg(format!("--as={ADDRESS_SPACE}"))
         .arg("--")
         .arg(env!("CARGO_BIN_EXE_ocisource"))
-        .args(["pull", url, "--tag", "v1", "--insecure", "-o", "out/o.tar.gz"])
+        .args(["pull", url, "--tag", "v1", "--insecure", "--output-file", "out/o.tar.gz"])
         .current_dir(root)
         .env("HOME", root.join("home"))
         .env("TMPDIR", root.join("tmp"))
