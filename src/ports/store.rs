@@ -3,8 +3,8 @@
 //! in, commit: readers see the old file or the new one, never a partial one), checked,
 //! linked as `latest`, garbage-collected and removed. The `storage` adapter implements
 //! it on local disk; reconcile, pipeline and controller use only this trait. Every
-//! method is blocking (`std::fs` underneath): async callers use `spawn_blocking` for the
-//! long ones (commit, digest checks). Names no adapter; imports only `domain`.
+//! method may block on disk: async callers use `spawn_blocking` for the long ones
+//! (commit, digest checks). Names no adapter; imports only `domain`.
 
 use std::io;
 use std::path::PathBuf;
