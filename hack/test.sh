@@ -28,7 +28,7 @@ hack/cluster.sh flux
 eval "$(hack/cluster.sh env)"
 export OCISOURCE_REQUIRE_CLUSTER=1
 
-hack/check-domain.sh
+python3 -B hack/layers.py --check
 log "cargo test (unit, real registry, real API server and Flux, mock API faults, CLI end to end)"
 cargo test --all-targets --no-fail-fast 2>&1 | tee "$WORK/cargo-test.log"
 log "chart: lint, render, validate, least privilege, pod security"

@@ -275,8 +275,14 @@ pub fn save_state(storage: &Storage, obj: &OciRepository) -> Result<(), StorageE
 }
 
 /// Reconciles every object once, in order, and returns them with their reports.
-pub async fn run(objects: Vec<OciRepository>, ctx: &Context) -> Vec<(OciRepository, Report)> {
-    match ctx.storage.remove_stale_temps() {
+/// `storage` is the store `ctx` writes to (one-shot keeps each object's last status in it
+/// under `.state/`, which the port does not offer).
+pub async fn run(
+    objects: Vec<OciRepository>,
+    ctx: &Context,
+    storage: &Storage,
+) -> Vec<(OciRepository, Report)> {
+    match storage.remove_stale_temps() {
         Ok(removed) if !removed.is_empty() => {
             tracing::info!(
                 files = removed.len(),
@@ -290,10 +296,10 @@ pub async fn run(objects: Vec<OciRepository>, ctx: &Context) -> Vec<(OciReposito
     }
     let mut out = Vec::with_capacity(objects.len());
     for mut obj in objects {
-        load_state(&ctx.storage, &mut obj);
+        load_state(storage, &mut obj);
         let report = reconcile::reconcile(&obj, ctx, chrono::Utc::now()).await;
         obj.status = Some(report.status.clone());
-        if let Err(e) = save_state(&ctx.storage, &obj) {
+        if let Err(e) = save_state(storage, &obj) {
             tracing::warn!(object = %obj.name_any(), error = %reconcile::error::chain(&e), "failed to save one-shot state");
         }
         out.push((obj, report));

@@ -12,6 +12,7 @@
 
 mod gc;
 mod pending;
+mod port;
 mod temp;
 
 use std::fs::{self, File};
@@ -20,79 +21,16 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
 use crate::domain::digest::{Digest, Hasher};
-use crate::domain::names::{self, NameError};
 
 pub use pending::PendingArtifact;
 
-/// Kind folder for OCIRepository artifacts.
-pub const OCI_KIND_DIR: &str = "ocirepository";
+pub use crate::ports::store::OCI_KIND_DIR;
+/// Store failures are the port's: the adapter names its paths in them.
+pub use crate::ports::StoreError as StorageError;
+pub use crate::ports::StoredFile;
 
 /// The link to an object's current artifact that `status.url` names (Flux's name).
 pub const LATEST: &str = "latest.tar.gz";
-
-/// A failed storage operation, naming the path.
-#[derive(Debug, thiserror::Error)]
-pub enum StorageError {
-    /// Directory or temp file could not be created.
-    #[error("failed to create artifact file in '{dir}'")]
-    Create {
-        /// Target directory.
-        dir: PathBuf,
-        /// Cause.
-        #[source]
-        source: io::Error,
-    },
-    /// Writing, syncing or renaming failed.
-    #[error("failed to write artifact '{path}'")]
-    Write {
-        /// Target path.
-        path: PathBuf,
-        /// Cause.
-        #[source]
-        source: io::Error,
-    },
-    /// Reading failed.
-    #[error("failed to read artifact '{path}'")]
-    Read {
-        /// Path.
-        path: PathBuf,
-        /// Cause.
-        #[source]
-        source: io::Error,
-    },
-    /// Removal failed.
-    #[error("failed to remove '{path}'")]
-    Remove {
-        /// Path.
-        path: PathBuf,
-        /// Cause.
-        #[source]
-        source: io::Error,
-    },
-    /// A relative path tried to leave the storage root.
-    #[error("artifact path '{0}' is not a plain relative path inside the storage root")]
-    BadPath(String),
-    /// An object name that Kubernetes would refuse cannot name a folder of the store.
-    #[error("refusing to build an artifact path from an invalid object name")]
-    BadName(#[from] NameError),
-}
-
-impl StorageError {
-    /// The storage error carried inside an I/O error that a [`PendingArtifact`] returned
-    /// from `write` (writers in between, such as a compressor, pass it on unchanged), or
-    /// the I/O error itself when it carries none.
-    pub fn recover(e: io::Error) -> Result<StorageError, io::Error> {
-        if !e.get_ref().is_some_and(|inner| inner.is::<StorageError>()) {
-            return Err(e);
-        }
-        let kind = e.kind();
-        match e.into_inner().map(|inner| inner.downcast::<StorageError>()) {
-            Some(Ok(storage)) => Ok(*storage),
-            Some(Err(other)) => Err(io::Error::new(kind, other)),
-            None => Err(io::Error::from(kind)),
-        }
-    }
-}
 
 /// The artifact store.
 #[derive(Clone, Debug)]
@@ -101,17 +39,6 @@ pub struct Storage {
     durable: bool,
     /// The store owns its directories: stale temp files in them are removed.
     owned: bool,
-}
-
-/// A file that was stored: where, its digest, its size.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StoredFile {
-    /// Path relative to the storage root, `/`-separated.
-    pub path: String,
-    /// sha256 of the file's bytes.
-    pub digest: Digest,
-    /// Size in bytes.
-    pub size: u64,
 }
 
 impl Storage {
@@ -141,10 +68,10 @@ impl Storage {
     }
 
     /// `ocirepository/<namespace>/<name>`: the folder of one object's artifacts. Fails
-    /// when the namespace is not an RFC 1123 label or the name not an RFC 1123 subdomain.
+    /// when the namespace is not an RFC 1123 label or the name not an RFC 1123 subdomain
+    /// (the port's rule, [`crate::ports::store::object_dir`]).
     pub fn object_dir(namespace: &str, name: &str) -> Result<String, StorageError> {
-        names::check_object(namespace, name)?;
-        Ok(format!("{OCI_KIND_DIR}/{namespace}/{name}"))
+        crate::ports::store::object_dir(namespace, name)
     }
 
     /// `ocirepository/<namespace>/<name>/<file_name>`, with the checks of
@@ -154,10 +81,7 @@ impl Storage {
         name: &str,
         file_name: &str,
     ) -> Result<String, StorageError> {
-        Ok(format!(
-            "{}/{file_name}",
-            Self::object_dir(namespace, name)?
-        ))
+        crate::ports::store::artifact_path(namespace, name, file_name)
     }
 
     /// The absolute path of a relative artifact path, refusing anything that leaves the root.
@@ -394,25 +318,6 @@ mod tests {
                 "{bad}"
             );
         }
-    }
-
-    #[test]
-    fn object_names_that_kubernetes_refuses_never_become_paths() {
-        for (ns, name) in [
-            ("..", "app"),
-            ("ns", ".."),
-            ("ns", "a/b"),
-            ("a/b", "x"),
-            ("", "x"),
-        ] {
-            let err = Storage::object_dir(ns, name).unwrap_err();
-            assert!(matches!(err, StorageError::BadName(_)), "{ns}/{name}");
-            assert!(Storage::artifact_path(ns, name, "f.tar.gz").is_err());
-        }
-        assert_eq!(
-            Storage::object_dir("team-1", "app.v2").unwrap(),
-            "ocirepository/team-1/app.v2"
-        );
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The `OCIRepository` custom resource (`ocisource.dev/v1beta1`): every field of Flux's
 //! v1 `OCIRepository` spec with the same names, defaults and schema validation, plus
 //! `platform`, and Flux's v1 status. Doc comments here become the CRD's descriptions.
-//! Checks the schema cannot express live in `validate.rs`. Wire types only: no kube
-//! client, no I/O.
+//! Checks the schema cannot express live in `validate.rs`, which imports this file (this
+//! file does not import it: `OciRepository::validate` is defined there). Wire types only:
+//! no kube client, no I/O.
 
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::artifact::Artifact;
-use super::validate;
+use crate::domain::duration;
 
 /// Annotation whose changed value requests an immediate reconcile; the handled value is
 /// echoed in `status.lastHandledReconcileAt`.
@@ -295,29 +296,18 @@ pub struct OciRepositoryStatus {
 }
 
 impl OciRepositorySpec {
-    /// Checks what the schema cannot: URL shape, digest, semver range, regexes,
-    /// durations, unsupported providers. Every problem is reported with its field path.
-    pub fn validate(&self) -> Result<(), validate::InvalidSpec> {
-        validate::spec(self)
-    }
-
     /// `spec.interval` as a duration (`None` when it does not parse).
     pub fn interval_duration(&self) -> Option<Duration> {
-        validate::parse_duration(&self.interval)
+        duration::parse(&self.interval).ok()
     }
 
     /// `spec.timeout` as a duration (`None` when it does not parse).
     pub fn timeout_duration(&self) -> Option<Duration> {
-        validate::parse_duration(&self.timeout)
+        duration::parse(&self.timeout).ok()
     }
 }
 
 impl OciRepository {
-    /// Validates the spec (see [`OciRepositorySpec::validate`]).
-    pub fn validate(&self) -> Result<(), validate::InvalidSpec> {
-        self.spec.validate()
-    }
-
     /// The value of the `reconcile.fluxcd.io/requestedAt` annotation, if any.
     pub fn requested_at(&self) -> Option<&str> {
         self.metadata

@@ -13,7 +13,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use super::conditions::reason;
-use super::ocirepository::{OciRepositorySpec, VerificationProvider};
+use super::ocirepository::{OciRepository, OciRepositorySpec, VerificationProvider};
 use crate::domain::cloud_hosts;
 use crate::domain::digest::Digest;
 use crate::domain::reference::{valid_tag, RepositoryUrl};
@@ -209,6 +209,21 @@ pub(crate) fn spec(spec: &OciRepositorySpec) -> Result<(), InvalidSpec> {
         Ok(())
     } else {
         Err(InvalidSpec { errors })
+    }
+}
+
+impl OciRepositorySpec {
+    /// Checks what the schema cannot: URL shape, digest, semver range, regexes,
+    /// durations, unsupported providers. Every problem is reported with its field path.
+    pub fn validate(&self) -> Result<(), InvalidSpec> {
+        spec(self)
+    }
+}
+
+impl OciRepository {
+    /// Validates the spec (see [`OciRepositorySpec::validate`]).
+    pub fn validate(&self) -> Result<(), InvalidSpec> {
+        self.spec.validate()
     }
 }
 

@@ -31,11 +31,12 @@ pub async fn run(args: ReconcileArgs) -> Result<(), AppError> {
     let connector = HttpConnector::new();
     let counter = connector.counter();
     let verifier = CosignVerifier::new().map_err(|e| AppError::Failed(e.to_string()))?;
+    let storage = Storage::new(&args.storage);
     let ctx = Context::new(
         Arc::new(connector),
         Arc::new(verifier),
         Arc::new(input.secrets),
-        Storage::new(&args.storage),
+        storage.clone(),
         Settings {
             advertised_addr: args.storage_adv_addr.clone(),
             ..Settings::default()
@@ -45,7 +46,7 @@ pub async fn run(args: ReconcileArgs) -> Result<(), AppError> {
     .with_cloud_login(super::cloud_login()?);
     let total = input.objects.len();
     let started = std::time::Instant::now();
-    let results = oneshot::run(input.objects, &ctx).await;
+    let results = oneshot::run(input.objects, &ctx, &storage).await;
     let mut not_ready = 0;
     let mut objects = Vec::with_capacity(results.len());
     for (obj, report) in results {

@@ -39,7 +39,7 @@ impl Http {
         }
         let client = b.build().map_err(|e| CloudError::Config {
             setting: "the cloud login HTTP client",
-            problem: crate::registry::transport::chain(&e),
+            problem: crate::domain::error_chain::chain(&e),
         })?;
         Ok(Self { client })
     }

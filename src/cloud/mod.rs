@@ -259,7 +259,7 @@ impl CloudLogin for WorkloadLogin {
         self.login(request).await.map_err(|e| CloudLoginError {
             provider: request.registry.provider().name(),
             registry: describe(request.registry),
-            message: crate::registry::transport::chain(&e),
+            message: crate::domain::error_chain::chain(&e),
         })
     }
 }

@@ -25,7 +25,7 @@ use crate::api::ocirepository::FINALIZER;
 use crate::api::{OciRepository, OciRepositoryStatus};
 use crate::domain::status::EventType;
 use crate::reconcile::{self, Context, Requeue};
-use crate::storage::Storage;
+use crate::ports::store::object_dir;
 
 /// Field manager name for server-side apply and patches.
 pub const MANAGER: &str = "ocisource";
@@ -61,7 +61,7 @@ pub enum ControllerError {
         object: String,
         /// Cause.
         #[source]
-        source: crate::storage::StorageError,
+        source: crate::ports::StoreError,
     },
     /// The object has no namespace (it was not read from the API server).
     #[error("object {0} has no namespace")]
@@ -245,7 +245,7 @@ async fn cleanup(
 ) -> Result<Action, ControllerError> {
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
-    Storage::object_dir(&ns, &name)
+    object_dir(&ns, &name)
         .and_then(|dir| kctx.core.storage.remove_dir(&dir))
         .map_err(|source| ControllerError::Cleanup {
             object: format!("{ns}/{name}"),

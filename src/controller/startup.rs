@@ -2,12 +2,13 @@
 //! every artifact published in an OCIRepository status is checked against its digest; a
 //! tampered one is deleted so the next reconcile rebuilds it (a missing one is rebuilt
 //! the same way), and folders of objects that no longer exist are removed. Disk only
-//! through the store's own API, no Kubernetes I/O: the caller lists the objects.
+//! through the `ports::ArtifactStore` port, no Kubernetes I/O: the caller lists the objects.
 
 use std::collections::BTreeSet;
 
 use crate::api::OciRepository;
-use crate::storage::{Storage, StorageError, OCI_KIND_DIR};
+use crate::ports::store::{object_dir, OCI_KIND_DIR};
+use crate::ports::{ArtifactStore, StoreError};
 
 /// What the check did.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -24,9 +25,9 @@ pub struct StartupReport {
 
 /// Checks the store against `objects` (all OCIRepositories this controller manages).
 pub fn check_storage(
-    storage: &Storage,
+    storage: &dyn ArtifactStore,
     objects: &[OciRepository],
-) -> Result<StartupReport, StorageError> {
+) -> Result<StartupReport, StoreError> {
     let mut report = StartupReport {
         stale_temps: storage.remove_stale_temps()?,
         ..StartupReport::default()
@@ -35,7 +36,7 @@ pub fn check_storage(
     for obj in objects {
         let ns = obj.metadata.namespace.clone().unwrap_or_default();
         let name = obj.metadata.name.clone().unwrap_or_default();
-        if let Ok(dir) = Storage::object_dir(&ns, &name) {
+        if let Ok(dir) = object_dir(&ns, &name) {
             live.insert(dir);
         }
         let Some(artifact) = obj.status.as_ref().and_then(|s| s.artifact.as_ref()) else {
@@ -47,7 +48,7 @@ pub fn check_storage(
         if !storage.exists(&artifact.path) {
             report.missing.push(artifact.path.clone());
         } else if !storage.verify(&artifact.path, &digest)? {
-            storage.remove_file(&artifact.path)?;
+            storage.remove_object(&artifact.path)?;
             report.tampered.push(artifact.path.clone());
         }
     }

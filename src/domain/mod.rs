@@ -2,11 +2,13 @@
 //! ignore rules, limits, Kubernetes names, durations, verification policy, condition
 //! summary, requeue policy.
 //! Nothing here performs I/O, and nothing here may import kube, tokio, reqwest, axum or
-//! sigstore crates (`hack/check-domain.sh` enforces it).
+//! sigstore crates, nor another project module (`hack/layers.py --check` enforces it).
 
 pub mod cloud_hosts;
 pub mod digest;
+pub mod docker_config;
 pub mod duration;
+pub mod error_chain;
 pub mod ignore;
 pub mod layers;
 pub mod limits;

@@ -7,7 +7,7 @@ use crate::domain::layers::LayerError;
 use crate::domain::manifest::ManifestError;
 use crate::domain::reference::RefError;
 use crate::ports::{RegistryError, RegistryErrorKind};
-use crate::storage::StorageError;
+use crate::ports::StoreError;
 
 /// A failed pipeline step.
 #[derive(Debug, thiserror::Error)]
@@ -107,7 +107,7 @@ pub enum PipelineError {
     },
     /// Writing the artifact failed.
     #[error("failed to store artifact")]
-    Storage(#[from] StorageError),
+    Storage(#[from] StoreError),
     /// `spec.ignore` (or `--ignore`) does not parse.
     #[error("invalid ignore rules")]
     Ignore(#[from] IgnoreError),
@@ -138,7 +138,7 @@ impl PipelineError {
     /// store (a full disk), the storage failure behind it, with its path.
     pub fn from_archive(digest: String, source: ArchiveError) -> Self {
         match source {
-            ArchiveError::Write { source } => match StorageError::recover(source) {
+            ArchiveError::Write { source } => match StoreError::recover(source) {
                 Ok(storage) => Self::Storage(storage),
                 Err(source) => Self::Archive {
                     digest,
@@ -151,7 +151,7 @@ impl PipelineError {
 
     /// A failed copy into the store: the storage failure it carries, else a worker failure.
     pub fn from_write(e: std::io::Error) -> Self {
-        match StorageError::recover(e) {
+        match StoreError::recover(e) {
             Ok(storage) => Self::Storage(storage),
             Err(e) => Self::Worker(e.to_string()),
         }

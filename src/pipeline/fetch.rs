@@ -21,8 +21,7 @@ use crate::domain::layers::{LayerSelector, Selection};
 use crate::domain::limits::Limits;
 use crate::domain::manifest::{Descriptor, ImageManifest, Manifest, ManifestError, Platform};
 use crate::domain::reference::RepositoryUrl;
-use crate::ports::{BlobStream, Registry, RegistryError};
-use crate::storage::{Storage, StoredFile};
+use crate::ports::{ArtifactStore, BlobStream, Registry, RegistryError, StoredFile};
 
 use super::PipelineError;
 
@@ -85,7 +84,7 @@ pub struct StoreRequest<'a> {
     /// Caps.
     pub limits: &'a Limits,
     /// The store.
-    pub storage: &'a Storage,
+    pub storage: &'a dyn ArtifactStore,
     /// Relative path of the artifact in the store.
     pub path: &'a str,
 }
@@ -175,7 +174,7 @@ async fn merge_pass(
     layers: &[Descriptor],
     ignore: IgnoreRules,
 ) -> Result<PassOutcome, PipelineError> {
-    let pending = req.storage.create(req.path)?;
+    let pending = req.storage.begin_write(req.path, None)?;
     let opts = MergeOptions {
         ignore,
         limits: req.limits.clone(),
@@ -231,7 +230,9 @@ async fn copy_layer(
     layer: &Descriptor,
 ) -> Result<StoredFile, PipelineError> {
     // The blob stream checks the layer digest; the copy is that blob byte for byte.
-    let mut pending = req.storage.create_known(req.path, layer.digest.clone())?;
+    let mut pending = req
+        .storage
+        .begin_write(req.path, Some(layer.digest.clone()))?;
     let stream = open_blob(registry, req, layer).await?;
     let (tx, mut rx) = bridge::channel(COPY_BRIDGE_CHUNKS);
     let worker = tokio::task::spawn_blocking(move || {

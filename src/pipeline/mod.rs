@@ -3,7 +3,7 @@
 //! stream them into one stored tar.gz (or copy one layer byte for byte).
 //!
 //! It talks to the registry only through [`crate::ports::Registry`] and to disk only
-//! through [`crate::storage::Storage`]. No Kubernetes types here.
+//! through the [`crate::ports::ArtifactStore`] port. No Kubernetes types here.
 
 mod error;
 mod fetch;

@@ -14,7 +14,7 @@ use crate::domain::layers::{LayerOperation, LayerSelector};
 use crate::domain::manifest::Platform;
 use crate::domain::status::Origin;
 use crate::pipeline::{self, StoreRequest};
-use crate::storage::Storage;
+use crate::ports::store::{artifact_path, object_dir};
 
 use super::context::Context;
 use super::error::ReconcileError;
@@ -110,7 +110,7 @@ pub async fn store(
         &platform,
     )
     .await?;
-    let path = Storage::artifact_path(
+    let path = artifact_path(
         namespace,
         name,
         &format!("{}.tar.gz", source.resolved.digest.hex()),
@@ -125,7 +125,7 @@ pub async fn store(
             selector: &selector,
             ignore: obj.spec.ignore.as_deref(),
             limits: &ctx.settings.limits,
-            storage: &ctx.storage,
+            storage: ctx.storage.as_ref(),
             path: &path,
         },
     )
@@ -139,7 +139,7 @@ pub async fn store(
         Err(_) => 0,
     };
     ctx.metrics.add_bytes_pulled(pulled);
-    let dir = Storage::object_dir(namespace, name)?;
+    let dir = object_dir(namespace, name)?;
     if let Err(e) = ctx.storage.garbage_collect(
         &dir,
         &stored.path,

@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::domain::limits::Limits;
-use crate::ports::{CloudLogin, RegistryConnector, Secrets, SignatureVerifier};
-use crate::server::Metrics;
-use crate::storage::Storage;
+use crate::ports::{
+    ArtifactStore, CloudLogin, ReconcileMetrics, RegistryConnector, Secrets, SignatureVerifier,
+};
 
 /// Controller settings that apply to every object.
 #[derive(Clone, Debug)]
@@ -48,11 +48,11 @@ pub struct Context {
     /// Reads Secrets and ServiceAccounts.
     pub secrets: Arc<dyn Secrets>,
     /// The artifact store.
-    pub storage: Storage,
+    pub storage: Arc<dyn ArtifactStore>,
     /// Settings.
     pub settings: Settings,
-    /// Prometheus metrics.
-    pub metrics: Arc<Metrics>,
+    /// What the reconciler records (the server renders it as Prometheus metrics).
+    pub metrics: Arc<dyn ReconcileMetrics>,
     /// Cloud registry logins for `spec.provider` (none: such objects fail to log in).
     pub cloud: Option<Arc<dyn CloudLogin>>,
     verified: Mutex<HashMap<String, String>>,
@@ -65,15 +65,15 @@ impl Context {
         connector: Arc<dyn RegistryConnector>,
         verifier: Arc<dyn SignatureVerifier>,
         secrets: Arc<dyn Secrets>,
-        storage: Storage,
+        storage: impl ArtifactStore + 'static,
         settings: Settings,
-        metrics: Arc<Metrics>,
+        metrics: Arc<dyn ReconcileMetrics>,
     ) -> Self {
         Self {
             connector,
             verifier,
             secrets,
-            storage,
+            storage: Arc::new(storage),
             settings,
             metrics,
             cloud: None,

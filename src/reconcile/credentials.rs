@@ -14,7 +14,7 @@ use crate::api::OciRepository;
 use crate::domain::secret::{Credentials, Redacted};
 use crate::domain::verification::{VerifyPolicy, VerifySpec};
 use crate::ports::{ClientIdentity, ProxySettings, RegistryOptions, SecretData, Secrets};
-use crate::registry::docker_config::DockerConfig;
+use crate::domain::docker_config::DockerConfig;
 
 use super::error::ReconcileError;
 

@@ -10,9 +10,9 @@ use crate::api::validate::InvalidSpec;
 use crate::domain::status::{Disposition, FailedStep, Failure};
 use crate::domain::verification::PolicyError;
 use crate::pipeline::{PipelineError, PipelineErrorKind};
-use crate::ports::{CloudLoginError, RegistryError, SecretsError};
-use crate::storage::StorageError;
-use crate::verify::VerifyError;
+use crate::ports::{
+    CloudLoginError, RegistryError, SecretsError, StoreError, VerifyFailure, VerifyFailureKind,
+};
 
 /// A failed reconcile of one OCIRepository.
 #[derive(Debug, thiserror::Error)]
@@ -53,13 +53,13 @@ pub enum ReconcileError {
     VerifyPolicy(#[source] PolicyError),
     /// Signature verification failed.
     #[error(transparent)]
-    Verify(#[from] VerifyError),
+    Verify(#[from] VerifyFailure),
     /// The reconcile took longer than `spec.timeout`.
     #[error("failed to reconcile within spec.timeout ({0:?}); the last artifact stays served")]
     Timeout(Duration),
     /// The artifact store failed.
     #[error(transparent)]
-    Storage(#[from] StorageError),
+    Storage(#[from] StoreError),
 }
 
 /// `err` and its sources joined with ": " (Flux's `%w` chains).
@@ -98,7 +98,9 @@ impl ReconcileError {
                 PipelineErrorKind::Read => (Fetch, reason::READ_OPERATION_FAILED, Retry),
             },
             Self::VerifyPolicy(_) => (Verify, reason::VERIFICATION_ERROR, Stalled),
-            Self::Verify(VerifyError::Spec(_)) => (Verify, reason::VERIFICATION_ERROR, Stalled),
+            Self::Verify(e) if e.kind() == VerifyFailureKind::Spec => {
+                (Verify, reason::VERIFICATION_ERROR, Stalled)
+            }
             Self::Verify(_) => (Verify, reason::VERIFICATION_ERROR, Retry),
             Self::Timeout(_) => (Fetch, reason::OCI_ARTIFACT_PULL_FAILED, Retry),
             Self::Storage(_) => (Storage, reason::STORAGE_OPERATION_FAILED, Retry),

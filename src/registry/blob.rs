@@ -11,7 +11,7 @@ use futures::{Stream, StreamExt};
 use reqwest::header::{CONTENT_RANGE, RANGE};
 
 use super::client::{err, unexpected, Access, RegistryClient};
-use super::transport::chain;
+use crate::domain::error_chain::chain;
 use crate::domain::digest::{Digest, Hasher};
 use crate::domain::manifest::Descriptor;
 use crate::ports::{BlobStream, RegistryError, RegistryErrorKind};

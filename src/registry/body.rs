@@ -5,7 +5,7 @@
 use bytes::Bytes;
 
 use super::client::err;
-use super::transport::chain;
+use crate::domain::error_chain::chain;
 use crate::ports::{RegistryError, RegistryErrorKind};
 
 /// Reads a whole body, failing with `Integrity` once it exceeds `max` bytes.

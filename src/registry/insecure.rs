@@ -19,7 +19,7 @@ use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::transport::chain;
+use crate::domain::error_chain::chain;
 use crate::ports::{Audience, RegistryError, RegistryOptions};
 
 /// True when `options` ask for HTTPS without certificate verification: `insecure` with

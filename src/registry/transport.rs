@@ -19,6 +19,7 @@ use std::time::Duration;
 use sha2::{Digest as _, Sha256};
 
 use super::origin::{check_target, OriginError};
+use crate::domain::error_chain::chain;
 use crate::ports::{RegistryError, RegistryErrorKind, RegistryOptions};
 
 /// Default per-request timeout for small requests, and the read (idle) timeout.
@@ -194,21 +195,6 @@ fn fingerprint(o: &RegistryOptions) -> [u8; 32] {
         }
     }
     h.finalize().into()
-}
-
-/// An error and its sources joined with ": ", without repeats.
-pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        let msg = s.to_string();
-        if !out.contains(&msg) {
-            out.push_str(": ");
-            out.push_str(&msg);
-        }
-        cur = s.source();
-    }
-    out
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The controller's Prometheus metrics and their text exposition (format 0.0.4), written
 //! by hand to avoid a metrics crate: reconcile duration histogram by result, reconcile
 //! results by reason, bytes pulled, and artifact size per object. Imports nothing from
-//! the reconciler; it calls the recording methods.
+//! the reconciler; it records through the `ports::ReconcileMetrics` port.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -170,6 +170,24 @@ impl Metrics {
             );
         }
         out
+    }
+}
+
+impl crate::ports::ReconcileMetrics for Metrics {
+    fn observe_reconcile(&self, reason: &str, duration: Duration) {
+        Metrics::observe_reconcile(self, reason, duration)
+    }
+
+    fn add_bytes_pulled(&self, bytes: u64) {
+        Metrics::add_bytes_pulled(self, bytes)
+    }
+
+    fn observe_artifact(&self, namespace: &str, name: &str, size: i64) {
+        Metrics::observe_artifact(self, namespace, name, size)
+    }
+
+    fn remove_object(&self, namespace: &str, name: &str) {
+        Metrics::remove_object(self, namespace, name)
     }
 }
 

@@ -29,18 +29,10 @@ pub use keys::{KeyError, ParsedKey};
 
 use crate::domain::digest::Digest;
 use crate::domain::verification::{IdentityMatch, PolicyError, VerifyPolicy};
-use crate::ports::{Registry, RegistryError};
+use crate::ports::{Registry, RegistryError, VerifyFailure, VerifyFailureKind};
+pub use crate::ports::Verified;
 use discover::Candidate;
 use trust::Trust;
-
-/// A successful verification: how, and by whom.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Verified {
-    /// `cosign v2 key`, `cosign v2 keyless`, `cosign v3 key` or `cosign v3 keyless`.
-    pub method: &'static str,
-    /// Key entry and fingerprint (key mode), or certificate SAN and issuer (keyless).
-    pub identity: String,
-}
 
 /// One signature that was found and rejected, with the check that failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -139,6 +131,18 @@ pub enum VerifyError {
         /// What the registry said.
         error: RegistryError,
     },
+}
+
+impl VerifyError {
+    /// The port's classification of this failure.
+    pub fn kind(&self) -> VerifyFailureKind {
+        match self {
+            Self::NoSignature { .. } => VerifyFailureKind::NoSignature,
+            Self::Invalid { .. } => VerifyFailureKind::Invalid,
+            Self::Spec(_) => VerifyFailureKind::Spec,
+            Self::Registry { .. } => VerifyFailureKind::Registry,
+        }
+    }
 }
 
 /// A policy with its keys parsed and its trusted root loaded.
@@ -347,7 +351,9 @@ impl crate::ports::SignatureVerifier for CosignVerifier {
         image: &str,
         digest: &Digest,
         policy: &VerifyPolicy,
-    ) -> Result<Verified, VerifyError> {
-        CosignVerifier::verify(self, registry, image, digest, policy).await
+    ) -> Result<Verified, VerifyFailure> {
+        CosignVerifier::verify(self, registry, image, digest, policy)
+            .await
+            .map_err(|e| VerifyFailure::new(e.kind(), e))
     }
 }

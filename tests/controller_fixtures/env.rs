@@ -11,6 +11,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use ocisource::api::OciRepository;
 use ocisource::controller::secrets::KubeSecrets;
 use ocisource::controller::{self, ControllerError, KubeContext};
+use ocisource::ports::ArtifactStore;
 use ocisource::reconcile::{Context, Settings};
 use ocisource::registry::HttpConnector;
 use ocisource::server::Metrics;
@@ -72,8 +73,8 @@ impl Env {
     }
 
     /// The store.
-    pub fn storage(&self) -> &Storage {
-        &self.kctx.core.storage
+    pub fn storage(&self) -> &dyn ArtifactStore {
+        self.kctx.core.storage.as_ref()
     }
 
     /// `controller::reconcile_object(obj)` against `scenario`.

@@ -1,9 +1,8 @@
-//! The traits the pipeline and the reconciler use to reach the world: a registry, a
-//! signature verifier, Secrets, and cloud registry logins. Adapters implement them
-//! (`registry`, `verify`, `cloud`, the Kubernetes and file-backed Secret readers); tests
-//! substitute their own. This module names no adapter.
+//! The registry port: one repository on one registry ([`Registry`]), how sessions are
+//! opened ([`RegistryConnector`]), their transport settings, and the failure kinds the
+//! reconciler maps to condition reasons. The `registry` adapter implements it over HTTP;
+//! tests substitute their own. Names no adapter; imports only `domain`.
 
-use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -179,98 +178,4 @@ pub trait RegistryConnector: Send + Sync {
         repository: &str,
         options: &RegistryOptions,
     ) -> Result<Arc<dyn Registry>, RegistryError>;
-}
-
-/// The data of a Kubernetes Secret, values decoded.
-pub type SecretData = BTreeMap<String, Redacted<Vec<u8>>>;
-
-/// A failed Secret lookup.
-#[derive(Debug, thiserror::Error)]
-pub enum SecretsError {
-    /// No such Secret.
-    #[error("secret '{namespace}/{name}' not found")]
-    NotFound {
-        /// Namespace.
-        namespace: String,
-        /// Name.
-        name: String,
-    },
-    /// The API call failed.
-    #[error("failed to read secret '{namespace}/{name}': {message}")]
-    Api {
-        /// Namespace.
-        namespace: String,
-        /// Name.
-        name: String,
-        /// What failed.
-        message: String,
-    },
-}
-
-/// Reads Secrets and ServiceAccounts for credentials, per reconcile, never caching to disk.
-#[async_trait]
-pub trait Secrets: Send + Sync {
-    /// The Secret's data.
-    async fn secret(&self, namespace: &str, name: &str) -> Result<SecretData, SecretsError>;
-    /// Names of the ServiceAccount's `imagePullSecrets`.
-    async fn image_pull_secrets(
-        &self,
-        namespace: &str,
-        service_account: &str,
-    ) -> Result<Vec<String>, SecretsError>;
-}
-
-/// Whose cloud identity logs in to a registry.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum CloudIdentity {
-    /// The controller's own identity (its pod's workload identity), as Flux does by default.
-    Controller,
-}
-
-/// One cloud registry login to obtain.
-#[derive(Clone, Debug)]
-pub struct CloudLoginRequest<'a> {
-    /// The registry, already recognised as the provider's (`domain::cloud_hosts`).
-    pub registry: &'a crate::domain::cloud_hosts::CloudRegistry,
-    /// Whose identity.
-    pub identity: &'a CloudIdentity,
-    /// The registry is reached over plain HTTP (`spec.insecure`); the ACR token exchange,
-    /// which happens on the registry itself, then uses plain HTTP too.
-    pub insecure: bool,
-}
-
-/// A cloud login that failed, with the provider's answer; never carries a credential.
-#[derive(Debug, thiserror::Error)]
-#[error("failed to log in to {registry} with the {provider} identity: {message}")]
-pub struct CloudLoginError {
-    /// `aws`, `gcp` or `azure`.
-    pub provider: &'static str,
-    /// The registry or login scope, e.g. `ECR in us-east-1`.
-    pub registry: String,
-    /// What failed, lower-case, with the cause chain.
-    pub message: String,
-}
-
-/// Logs in to cloud registries with a workload identity (`spec.provider`); logins are
-/// cached until shortly before they expire, so many objects on one registry share one.
-#[async_trait]
-pub trait CloudLogin: Send + Sync {
-    /// Registry credentials for `request`.
-    async fn registry_credentials(
-        &self,
-        request: &CloudLoginRequest<'_>,
-    ) -> Result<Credentials, CloudLoginError>;
-}
-
-/// Verifies the signature of a digest in a registry against a policy.
-#[async_trait]
-pub trait SignatureVerifier: Send + Sync {
-    /// Finds the signatures of `digest` and accepts the first that satisfies `policy`.
-    async fn verify(
-        &self,
-        registry: &dyn Registry,
-        image: &str,
-        digest: &Digest,
-        policy: &crate::domain::verification::VerifyPolicy,
-    ) -> Result<crate::verify::Verified, crate::verify::VerifyError>;
 }
