@@ -225,6 +225,14 @@ pub trait Secrets: Send + Sync {
 pub enum CloudIdentity {
     /// The controller's own identity (its pod's workload identity), as Flux does by default.
     Controller,
+    /// The object's ServiceAccount (`spec.serviceAccountName`, in the object's namespace):
+    /// object-level workload identity, Flux's `ObjectLevelWorkloadIdentity` feature gate.
+    ServiceAccount {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
 }
 
 /// One cloud registry login to obtain.
@@ -255,6 +263,11 @@ pub struct CloudLoginError {
 /// cached until shortly before they expire, so many objects on one registry share one.
 #[async_trait]
 pub trait CloudLogin: Send + Sync {
+    /// Whether [`CloudIdentity::ServiceAccount`] logins are enabled (the
+    /// `ObjectLevelWorkloadIdentity` feature gate); off unless an implementation says so.
+    fn object_level_identity(&self) -> bool {
+        false
+    }
     /// Registry credentials for `request`.
     async fn registry_credentials(
         &self,
