@@ -66,7 +66,16 @@ pub enum Command {
     /// Print the OCIRepository CustomResourceDefinition.
     Crd,
     /// Print the RBAC rules the controller needs.
-    Rbac,
+    Rbac(RbacArgs),
+}
+
+/// `ocisource rbac`.
+#[derive(Debug, Args)]
+pub struct RbacArgs {
+    /// The controller's `--feature-gates`: the rules a gate needs are printed too
+    /// (ObjectLevelWorkloadIdentity: `create` on `serviceaccounts/token`).
+    #[arg(long, value_name = "GATES", default_value = "", value_parser = feature_gates)]
+    pub feature_gates: FeatureGates,
 }
 
 /// `ocisource controller`: flags in the spirit of Flux's source-controller. Boolean flags
@@ -149,9 +158,11 @@ fn feature_gates(s: &str) -> Result<FeatureGates, String> {
         };
         match name.trim() {
             OBJECT_LEVEL_WORKLOAD_IDENTITY => gates.object_level_workload_identity = on,
-            other => return Err(format!(
+            other => {
+                return Err(format!(
                 "unknown feature gate '{other}': known gates are {OBJECT_LEVEL_WORKLOAD_IDENTITY}"
-            )),
+            ))
+            }
         }
     }
     Ok(gates)

@@ -115,8 +115,9 @@ pub fn main(cli: Cli) -> ExitCode {
                 print!("{}", crate::api::crds_yaml());
                 Ok(())
             }
-            Command::Rbac => {
-                print!("{}", crate::api::rbac::rules_yaml());
+            Command::Rbac(args) => {
+                let gated = args.feature_gates.object_level_workload_identity;
+                print!("{}", crate::api::rbac::rules_yaml(gated));
                 Ok(())
             }
         }
