@@ -9,70 +9,16 @@
 mod cloud_common;
 mod support;
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use chrono::{TimeDelta, Utc};
 use cloud_common::moto::Moto;
+use cloud_common::tokens::FakeTokens;
 use cloud_common::{addr, assert_ready, context_with_login, push, reconcile, repo, ManualClock};
-use ocisource::cloud::{
-    AwsSettings, CloudSettings, ServiceAccountError, ServiceAccountToken, ServiceAccountTokens,
-    WorkloadLogin, AWS_ROLE_ARN,
-};
-use ocisource::domain::secret::Redacted;
+use ocisource::cloud::{AwsSettings, CloudSettings, WorkloadLogin, AWS_ROLE_ARN};
 use support::{RegistryOpts, TestRegistry};
 
 const ECR_HOST: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
 const ECR_PASSWORD: &str = "123456789012-auth-token";
-
-/// ServiceAccounts by `namespace/name` with their annotations; records token requests.
-#[derive(Default)]
-struct FakeTokens {
-    accounts: Mutex<BTreeMap<String, BTreeMap<String, String>>>,
-    requests: Mutex<Vec<(String, String)>>,
-}
-
-impl FakeTokens {
-    fn annotate(&self, sa: &str, role: &str) {
-        let annotations = BTreeMap::from([(AWS_ROLE_ARN.to_string(), role.to_string())]);
-        self.accounts.lock().unwrap().insert(sa.into(), annotations);
-    }
-}
-
-#[async_trait::async_trait]
-impl ServiceAccountTokens for FakeTokens {
-    async fn annotations(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<BTreeMap<String, String>, ServiceAccountError> {
-        let key = format!("{namespace}/{name}");
-        self.accounts
-            .lock()
-            .unwrap()
-            .get(&key)
-            .cloned()
-            .ok_or(ServiceAccountError::NotFound {
-                namespace: namespace.into(),
-                name: name.into(),
-            })
-    }
-
-    async fn token(
-        &self,
-        namespace: &str,
-        name: &str,
-        audience: &str,
-    ) -> Result<ServiceAccountToken, ServiceAccountError> {
-        let sa = format!("{namespace}/{name}");
-        let mut requests = self.requests.lock().unwrap();
-        requests.push((sa.clone(), audience.to_string()));
-        Ok(ServiceAccountToken {
-            token: Redacted::new(format!("token-{}-for-{sa}", requests.len())),
-            expires_at: Utc::now() + TimeDelta::hours(1),
-        })
-    }
-}
 
 fn tenant_repo(name: &str, sa: &str) -> ocisource::api::OciRepository {
     let mut obj = repo(name, &format!("oci://{ECR_HOST}/team/app"), "aws");
@@ -87,8 +33,8 @@ async fn logins_are_per_service_account_and_role_with_the_sts_audience() {
     push(&reg, "team/app").await;
     let (role_a, role_b) = (moto.ecr_role("a").await, moto.ecr_role("b").await);
     let tokens = Arc::new(FakeTokens::default());
-    tokens.annotate("default/tenant-a", &role_a);
-    tokens.annotate("default/tenant-b", &role_b);
+    tokens.annotate("default/tenant-a", &[(AWS_ROLE_ARN, &role_a)]);
+    tokens.annotate("default/tenant-b", &[(AWS_ROLE_ARN, &role_b)]);
     let settings = CloudSettings {
         aws: AwsSettings {
             endpoint_url: Some(moto.url()),
@@ -122,7 +68,7 @@ async fn logins_are_per_service_account_and_role_with_the_sts_audience() {
         "tenant-a.default.us-east-1.ocisource"
     );
     assert_eq!(
-        *tokens.requests.lock().unwrap(),
+        tokens.requests(),
         [(
             "default/tenant-a".to_string(),
             "sts.amazonaws.com".to_string()
@@ -139,7 +85,7 @@ async fn logins_are_per_service_account_and_role_with_the_sts_audience() {
     );
 
     // The role annotation changes: a new identity, a new token and STS call.
-    tokens.annotate("default/tenant-a", &role_b);
+    tokens.annotate("default/tenant-a", &[(AWS_ROLE_ARN, &role_b)]);
     assert_ready(&reconcile(&mut tenant_repo("a1", "tenant-a"), &ctx).await);
     let assumed = moto.assume_role_calls().await;
     assert_eq!(assumed.len(), 3);

@@ -8,6 +8,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod moto;
+pub mod tokens;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -78,7 +79,11 @@ pub fn context(
     settings: CloudSettings,
     clock: Arc<dyn Clock>,
 ) -> Context {
-    context_with_login(store, registry, WorkloadLogin::new(settings, clock).unwrap())
+    context_with_login(
+        store,
+        registry,
+        WorkloadLogin::new(settings, clock).unwrap(),
+    )
 }
 
 /// [`context`] with a cloud login the test built (e.g. with object-level identity).
