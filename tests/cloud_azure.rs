@@ -227,13 +227,15 @@ async fn a_service_account_logs_in_with_its_own_app_and_token() {
             "api://AzureADTokenExchange".to_string()
         )]
     );
-    let entra = seen.entra.lock().unwrap();
-    assert_eq!(entra.len(), 1);
-    let (tenant, f) = &entra[0];
-    assert_eq!(tenant, "tenant-dir");
-    assert_eq!(f["client_id"], "tenant-app");
-    assert_eq!(f["client_assertion"], "token-1-for-default/tenant");
-    assert_eq!(seen.exchange.lock().unwrap().len(), 1);
+    {
+        let entra = seen.entra.lock().unwrap();
+        assert_eq!(entra.len(), 1);
+        let (tenant, f) = &entra[0];
+        assert_eq!(tenant, "tenant-dir");
+        assert_eq!(f["client_id"], "tenant-app");
+        assert_eq!(f["client_assertion"], "token-1-for-default/tenant");
+        assert_eq!(seen.exchange.lock().unwrap().len(), 1);
+    }
 
     // Without the tenant annotation: a clear error naming the ServiceAccount and it.
     tokens.annotate("default/tenant", &[(AZURE_CLIENT_ID, "tenant-app")]);
