@@ -66,7 +66,16 @@ pub enum Command {
     /// Print the OCIRepository CustomResourceDefinition.
     Crd,
     /// Print the RBAC rules the controller needs.
-    Rbac,
+    Rbac(RbacArgs),
+}
+
+/// `ocisource rbac`.
+#[derive(Debug, Args)]
+pub struct RbacArgs {
+    /// The controller's `--feature-gates`: the rules a gate needs are printed too
+    /// (ObjectLevelWorkloadIdentity: `create` on `serviceaccounts/token`).
+    #[arg(long, value_name = "GATES", default_value = "", value_parser = feature_gates)]
+    pub feature_gates: FeatureGates,
 }
 
 /// `ocisource controller`: flags in the spirit of Flux's source-controller. Boolean flags
@@ -116,6 +125,47 @@ pub struct ControllerArgs {
     /// Namespace of this controller (for the Lease and the default watch scope).
     #[arg(long, env = "RUNTIME_NAMESPACE", default_value = "ocisource-system")]
     pub runtime_namespace: String,
+    /// Feature gates, as Flux takes them: `Name=true|false`, comma-separated. Known:
+    /// ObjectLevelWorkloadIdentity (default false): objects with `spec.provider` and
+    /// `spec.serviceAccountName` log in to cloud registries as that ServiceAccount (needs
+    /// `create` on `serviceaccounts/token`).
+    #[arg(long, value_name = "GATES", default_value = "", value_parser = feature_gates)]
+    pub feature_gates: FeatureGates,
+}
+
+/// The feature gates of `ocisource controller` (`--feature-gates`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FeatureGates {
+    /// `ObjectLevelWorkloadIdentity`: object-level workload identity for cloud registries.
+    pub object_level_workload_identity: bool,
+}
+
+/// The gate Flux names `ObjectLevelWorkloadIdentity`.
+pub const OBJECT_LEVEL_WORKLOAD_IDENTITY: &str = "ObjectLevelWorkloadIdentity";
+
+/// `--feature-gates`: `Name=bool` pairs, comma-separated; an unknown gate or a value
+/// that is not a boolean is refused, naming it.
+fn feature_gates(s: &str) -> Result<FeatureGates, String> {
+    let mut gates = FeatureGates::default();
+    for pair in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("'{pair}' is not Name=true|false"))?;
+        let on = match value.trim().to_ascii_lowercase().as_str() {
+            "true" => true,
+            "false" => false,
+            other => return Err(format!("'{other}' for {name} is not true or false")),
+        };
+        match name.trim() {
+            OBJECT_LEVEL_WORKLOAD_IDENTITY => gates.object_level_workload_identity = on,
+            other => {
+                return Err(format!(
+                "unknown feature gate '{other}': known gates are {OBJECT_LEVEL_WORKLOAD_IDENTITY}"
+            ))
+            }
+        }
+    }
+    Ok(gates)
 }
 
 /// `ocisource reconcile`.
@@ -384,5 +434,27 @@ mod tests {
             Cli::try_parse_from(["ocisource", "controller", "--artifact-retention-ttl=soon"])
                 .is_err()
         );
+    }
+
+    #[test]
+    fn feature_gates_take_flux_forms_and_default_off() {
+        assert!(!controller(&[]).feature_gates.object_level_workload_identity);
+        let on = controller(&["--feature-gates=ObjectLevelWorkloadIdentity=true"]);
+        assert!(on.feature_gates.object_level_workload_identity);
+        let off = controller(&["--feature-gates", "ObjectLevelWorkloadIdentity=false"]);
+        assert!(!off.feature_gates.object_level_workload_identity);
+        for (bad, needle) in [
+            ("ObjectLevelWorkloadIdentity=yes", "not true or false"),
+            ("ObjectLevelWorkloadIdentity", "Name=true|false"),
+            (
+                "CacheSecretsAndConfigMaps=true",
+                "unknown feature gate 'CacheSecretsAndConfigMaps'",
+            ),
+        ] {
+            let e = Cli::try_parse_from(["ocisource", "controller", "--feature-gates", bad])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(needle), "{bad}: {e}");
+        }
     }
 }

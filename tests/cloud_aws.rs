@@ -304,11 +304,16 @@ async fn a_look_alike_host_stalls_naming_spec_provider_and_spec_url() {
 }
 
 #[tokio::test]
-async fn service_account_with_a_provider_stalls_as_not_supported_yet() {
+async fn service_account_with_a_provider_stalls_while_the_gate_is_off() {
     let mut obj = repo("app", &url("team/app"), "aws");
     obj.spec.service_account_name = Some("tenant".into());
     let report = reconcile_alone(obj, CloudSettings::default()).await;
-    let needles = ["spec.serviceAccountName"];
+    let needles = [
+        "spec.serviceAccountName",
+        "'tenant'",
+        "ObjectLevelWorkloadIdentity feature gate, which is off",
+        "--feature-gates=ObjectLevelWorkloadIdentity=true",
+    ];
     assert_condition(&report, "Stalled", "True", "ProviderNotSupported", &needles);
 }
 

@@ -15,11 +15,14 @@ use std::sync::{Arc, Mutex};
 use axum::extract::Path;
 use axum::routing::post;
 use base64::Engine as _;
+use cloud_common::tokens::FakeTokens;
 use cloud_common::{
-    addr, assert_condition, assert_ready, context, form, json_response, push, reconcile,
+    addr, assert_condition, assert_ready, context_with_login, form, json_response, push, reconcile,
     reconcile_alone, repo, ManualClock,
 };
-use ocisource::cloud::{AzureSettings, CloudSettings};
+use ocisource::cloud::{
+    AzureSettings, CloudSettings, WorkloadLogin, AZURE_CLIENT_ID, AZURE_TENANT_ID,
+};
 use serde_json::json;
 use support::{RegistryOpts, TestRegistry};
 
@@ -94,6 +97,12 @@ struct Setup {
 }
 
 async fn setup(hosts: &[&str]) -> Setup {
+    setup_with(hosts, None).await
+}
+
+/// [`setup`]; with `tokens`, object-level identity is on and the controller has no Azure
+/// identity of its own (only the authority host, the fake).
+async fn setup_with(hosts: &[&str], tokens: Option<Arc<FakeTokens>>) -> Setup {
     let reg =
         TestRegistry::start(RegistryOpts::plain().with_basic_auth(ZERO_USER, &refresh_token()));
     push(&reg, "team/app").await;
@@ -101,8 +110,20 @@ async fn setup(hosts: &[&str]) -> Setup {
     let fake = fake_entra_and_acr(seen.clone()).await;
     let dir = tempfile::tempdir().unwrap();
     let registry: Vec<_> = hosts.iter().map(|h| (*h, addr(&reg))).collect();
-    let settings = settings(dir.path(), fake, hosts);
-    let ctx = context(dir.path(), &registry, settings, ManualClock::at(NOW));
+    let mut settings = settings(dir.path(), fake, hosts);
+    let login = match tokens {
+        None => WorkloadLogin::new(settings, ManualClock::at(NOW)).unwrap(),
+        Some(tokens) => {
+            settings.azure = AzureSettings {
+                authority_host: settings.azure.authority_host.take(),
+                ..AzureSettings::default()
+            };
+            WorkloadLogin::new(settings, ManualClock::at(NOW))
+                .unwrap()
+                .with_object_identity(tokens)
+        }
+    };
+    let ctx = context_with_login(dir.path(), &registry, login);
     Setup {
         _reg: reg,
         _dir: dir,
@@ -177,5 +198,59 @@ async fn an_ecr_host_with_provider_azure_stalls() {
         "True",
         "InvalidSpec",
         &["provider 'azure'"],
+    );
+}
+
+/// Object-level identity: the tenant's ServiceAccount annotations name the app and
+/// tenant, its TokenRequest token (audience `api://AzureADTokenExchange`) is the client
+/// assertion; the controller's own Azure identity is not set up at all.
+#[tokio::test]
+async fn a_service_account_logs_in_with_its_own_app_and_token() {
+    let host = "myreg.azurecr.io";
+    let tokens = Arc::new(FakeTokens::default());
+    tokens.annotate(
+        "default/tenant",
+        &[
+            (AZURE_CLIENT_ID, "tenant-app"),
+            (AZURE_TENANT_ID, "tenant-dir"),
+        ],
+    );
+    let Setup { seen, ctx, .. } = &setup_with(&[host], Some(tokens.clone())).await;
+    let mut obj = repo("app", &format!("oci://{host}/team/app"), "azure");
+    obj.spec.service_account_name = Some("tenant".into());
+    assert_ready(&reconcile(&mut obj, ctx).await);
+
+    assert_eq!(
+        tokens.requests(),
+        [(
+            "default/tenant".to_string(),
+            "api://AzureADTokenExchange".to_string()
+        )]
+    );
+    {
+        let entra = seen.entra.lock().unwrap();
+        assert_eq!(entra.len(), 1);
+        let (tenant, f) = &entra[0];
+        assert_eq!(tenant, "tenant-dir");
+        assert_eq!(f["client_id"], "tenant-app");
+        assert_eq!(f["client_assertion"], "token-1-for-default/tenant");
+        assert_eq!(seen.exchange.lock().unwrap().len(), 1);
+    }
+
+    // Without the tenant annotation: a clear error naming the ServiceAccount and it.
+    tokens.annotate("default/tenant", &[(AZURE_CLIENT_ID, "tenant-app")]);
+    let mut obj = repo("b", &format!("oci://{host}/team/app"), "azure");
+    obj.spec.service_account_name = Some("tenant".into());
+    let needles = [
+        "serviceaccount 'default/tenant'",
+        AZURE_TENANT_ID,
+        "is missing",
+    ];
+    assert_condition(
+        &reconcile(&mut obj, ctx).await,
+        "Ready",
+        "False",
+        "AuthenticationFailed",
+        &needles,
     );
 }

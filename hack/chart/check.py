@@ -42,11 +42,17 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "custom-consumers": {"networkPolicy": {
         "artifactConsumers": [{"podSelector": {"matchLabels": {"app": "my-consumer"}}}],
         "metricsScrapers": []}},
+    "object-identity": {"controller": {"objectLevelWorkloadIdentity": True}},
+    "object-identity-cluster-wide": {"controller": {"objectLevelWorkloadIdentity": True},
+                                     "watchAllNamespaces": True},
     "flux-shards": {"networkPolicy": {"extraArtifactConsumers": [
         {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "flux-system"}},
          "podSelector": {"matchLabels": {"app": app}}}
         for app in ("kustomize-controller-shard1", "helm-controller-shard1")]}},
 }
+
+# The controller's feature gate for object-level workload identity (Flux's name).
+OBJECT_IDENTITY_GATE = "ObjectLevelWorkloadIdentity"
 
 # Flux's consumers: the `app` label of kustomize-controller and helm-controller pods in
 # Flux's manifests, in the flux-system namespace.
@@ -209,9 +215,11 @@ def main() -> int:
 
     binary = os.environ.get("OCISOURCE_BIN", str(ROOT / "target" / "debug" / "ocisource"))
     expected: set | None
+    gated: set | None = None
     try:
         expected = rules_from_binary(binary)
         report.check(f"rbac: rules read from `{binary} rbac`", True)
+        gated = rules_from_binary(binary, f"--feature-gates={OBJECT_IDENTITY_GATE}=true")
     except RulesUnavailable as e:
         expected = None
         report.check("rbac: rules read from `ocisource rbac`", False, str(e))
@@ -227,7 +235,12 @@ def main() -> int:
         report.check(f"{name}: helm lint --strict", not problems, "; ".join(problems))
         values = merged(overrides)
         objs = render(CHART, overrides)
-        scenario_checks(name, objs, values, expected, report, binary)
+        gate_on = bool(values["controller"].get("objectLevelWorkloadIdentity"))
+        scenario_checks(name, objs, values, gated if gate_on else expected, report, binary)
+        args = checks.container_args(find(objs, "Deployment")[0])
+        report.check(f"{name}: --feature-gates follows controller.objectLevelWorkloadIdentity",
+                     (args.get("--feature-gates") == f"{OBJECT_IDENTITY_GATE}=true") == gate_on,
+                     f"got {args.get('--feature-gates')!r}")
         if name == "default":
             default_objs, default_values = objs, values
             default_consumers(objs, values, report)

@@ -73,11 +73,11 @@ def parse_rules_yaml(text: str) -> list[dict[str, Any]]:
     return rules
 
 
-def rules_from_binary(binary: str) -> set[Grant]:
-    """Run `<binary> rbac` and return its grants."""
+def rules_from_binary(binary: str, *args: str) -> set[Grant]:
+    """Run `<binary> rbac [args]` and return its grants."""
     try:
         proc = subprocess.run(
-            [binary, "rbac"], capture_output=True, text=True, timeout=60, check=False
+            [binary, "rbac", *args], capture_output=True, text=True, timeout=60, check=False
         )
     except OSError as e:
         raise RulesUnavailable(f"cannot run {binary} rbac: {e}") from e

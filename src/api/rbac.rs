@@ -69,9 +69,21 @@ pub const RULES: &[Rule] = &[
     },
 ];
 
-/// [`RULES`] as the YAML list that goes under a Role's or ClusterRole's `rules:`, one
-/// comment line per rule saying why.
-pub fn rules_yaml() -> String {
+/// The API calls of object-level workload identity, only with the controller's
+/// `--feature-gates=ObjectLevelWorkloadIdentity=true` (the chart's
+/// `controller.objectLevelWorkloadIdentity`); the ServiceAccount itself is read with the
+/// `get serviceaccounts` of [`RULES`].
+pub const OBJECT_LEVEL_IDENTITY_RULES: &[Rule] = &[Rule {
+    group: "",
+    resources: &["serviceaccounts/token"],
+    verbs: &["create"],
+    why: "request tokens for objects' ServiceAccounts (object-level workload identity)",
+}];
+
+/// [`RULES`] (and [`OBJECT_LEVEL_IDENTITY_RULES`] when `object_level_identity`) as the
+/// YAML list that goes under a Role's or ClusterRole's `rules:`, one comment line per
+/// rule saying why.
+pub fn rules_yaml(object_level_identity: bool) -> String {
     let list = |items: &[&str]| {
         items
             .iter()
@@ -80,7 +92,12 @@ pub fn rules_yaml() -> String {
             .join(", ")
     };
     let mut out = String::new();
-    for rule in RULES {
+    let gated: &[Rule] = if object_level_identity {
+        OBJECT_LEVEL_IDENTITY_RULES
+    } else {
+        &[]
+    };
+    for rule in RULES.iter().chain(gated) {
         // Writing to a String cannot fail.
         let _ = write!(
             out,
@@ -108,7 +125,7 @@ mod tests {
             resources: Vec<String>,
             verbs: Vec<String>,
         }
-        let parsed: Vec<Parsed> = serde_yaml::from_str(&rules_yaml()).unwrap();
+        let parsed: Vec<Parsed> = serde_yaml::from_str(&rules_yaml(false)).unwrap();
         assert_eq!(parsed.len(), RULES.len());
         for (p, r) in parsed.iter().zip(RULES) {
             assert_eq!(p.api_groups, vec![r.group.to_string()]);
@@ -124,5 +141,13 @@ mod tests {
             ["get"],
             "secrets are read-only and never listed"
         );
+    }
+
+    #[test]
+    fn the_token_rule_comes_only_with_the_gate() {
+        let token = "resources: [\"serviceaccounts/token\"]\n  verbs: [\"create\"]";
+        assert!(!rules_yaml(false).contains("serviceaccounts/token"));
+        assert!(rules_yaml(true).contains(token), "{}", rules_yaml(true));
+        assert!(rules_yaml(true).starts_with(&rules_yaml(false)));
     }
 }

@@ -19,6 +19,7 @@ use crate::api::OciRepository;
 use crate::cli::ControllerArgs;
 use crate::controller::leader::{self, LeaseConfig};
 use crate::controller::secrets::KubeSecrets;
+use crate::controller::service_account_tokens::KubeServiceAccountTokens;
 use crate::controller::{self, startup, KubeContext, WatchScope};
 use crate::reconcile::{Context, Settings};
 use crate::registry::HttpConnector;
@@ -217,7 +218,12 @@ async fn prepare(
             },
             metrics,
         )
-        .with_cloud_login(super::cloud_login()?),
+        .with_cloud_login(super::cloud_login(
+            args.feature_gates.object_level_workload_identity.then(|| {
+                Arc::new(KubeServiceAccountTokens::new(client.clone()))
+                    as Arc<dyn crate::cloud::ServiceAccountTokens>
+            }),
+        )?),
     );
     let kctx = Arc::new(KubeContext {
         client: client.clone(),

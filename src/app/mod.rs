@@ -46,14 +46,20 @@ impl AppError {
     }
 }
 
-/// The cloud registry login (`spec.provider`) with the controller's environment.
-fn cloud_login() -> Result<std::sync::Arc<crate::cloud::WorkloadLogin>, AppError> {
-    crate::cloud::WorkloadLogin::new(
+/// The cloud registry login (`spec.provider`) with the controller's environment; with
+/// `service_accounts`, objects' ServiceAccounts log in too (object-level identity).
+fn cloud_login(
+    service_accounts: Option<std::sync::Arc<dyn crate::cloud::ServiceAccountTokens>>,
+) -> Result<std::sync::Arc<crate::cloud::WorkloadLogin>, AppError> {
+    let login = crate::cloud::WorkloadLogin::new(
         crate::cloud::CloudSettings::from_env(),
         std::sync::Arc::new(crate::cloud::SystemClock),
     )
-    .map(std::sync::Arc::new)
-    .map_err(|e| AppError::Failed(format!("failed to set up cloud registry logins: {e}")))
+    .map_err(|e| AppError::Failed(format!("failed to set up cloud registry logins: {e}")))?;
+    Ok(std::sync::Arc::new(match service_accounts {
+        Some(tokens) => login.with_object_identity(tokens),
+        None => login,
+    }))
 }
 
 /// Colour only for a person at a terminal: never in CI logs, files or pipes, and never
@@ -109,8 +115,9 @@ pub fn main(cli: Cli) -> ExitCode {
                 print!("{}", crate::api::crds_yaml());
                 Ok(())
             }
-            Command::Rbac => {
-                print!("{}", crate::api::rbac::rules_yaml());
+            Command::Rbac(args) => {
+                let gated = args.feature_gates.object_level_workload_identity;
+                print!("{}", crate::api::rbac::rules_yaml(gated));
                 Ok(())
             }
         }

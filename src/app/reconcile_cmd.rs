@@ -43,7 +43,7 @@ pub async fn run(args: ReconcileArgs) -> Result<(), AppError> {
         },
         Arc::new(Metrics::default()),
     )
-    .with_cloud_login(super::cloud_login()?);
+    .with_cloud_login(super::cloud_login(None)?);
     let total = input.objects.len();
     let started = std::time::Instant::now();
     let results = oneshot::run(input.objects, &ctx, &storage).await;

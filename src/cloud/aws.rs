@@ -64,7 +64,8 @@ pub(crate) async fn credentials(
             file,
         )
         .await?;
-        assume_role_with_web_identity(settings, http, region, role, &token).await?
+        let session = settings.role_session_name.as_deref().unwrap_or("ocisource");
+        assume_role_with_web_identity(settings, http, region, role, session, &token).await?
     } else if settings.container_credentials_full_uri.is_some()
         || settings.container_credentials_relative_uri.is_some()
     {
@@ -122,16 +123,18 @@ struct StsCredentials {
     expiration: String,
 }
 
-async fn assume_role_with_web_identity(
+/// Exchanges a web identity `token` (the controller's IRSA token file, or a
+/// ServiceAccount's TokenRequest token) for temporary credentials of `role_arn`.
+pub(crate) async fn assume_role_with_web_identity(
     settings: &AwsSettings,
     http: &Http,
     region: &str,
     role_arn: &str,
+    session: &str,
     token: &Redacted<String>,
 ) -> Result<Expiring<AwsCredentials>, CloudError> {
     const WHAT: &str = "AWS STS (AssumeRoleWithWebIdentity)";
     let url = sts_endpoint(settings, region);
-    let session = settings.role_session_name.as_deref().unwrap_or("ocisource");
     let request = post_form(
         http,
         &url,

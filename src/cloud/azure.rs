@@ -48,7 +48,6 @@ pub(crate) async fn entra_token(
     cloud: AzureCloud,
     now: DateTime<Utc>,
 ) -> Result<Expiring<AccessToken>, CloudError> {
-    const WHAT: &str = "Microsoft Entra ID (token)";
     let (Some(client), Some(tenant), Some(file)) = (
         &settings.client_id,
         &settings.tenant_id,
@@ -64,19 +63,43 @@ pub(crate) async fn entra_token(
         file,
     )
     .await?;
+    let app = EntraApp { client, tenant };
+    exchange_assertion(settings, http, cloud, &app, &assertion, now).await
+}
+
+/// An Entra application: the client ID in its tenant.
+pub(crate) struct EntraApp<'a> {
+    /// Client (application) ID.
+    pub client: &'a str,
+    /// Tenant ID.
+    pub tenant: &'a str,
+}
+
+/// Exchanges a federated `assertion` (the controller's token file, or a ServiceAccount's
+/// TokenRequest token) for an Entra access token of `app`, scoped to ACR in `cloud`.
+pub(crate) async fn exchange_assertion(
+    settings: &AzureSettings,
+    http: &Http,
+    cloud: AzureCloud,
+    app: &EntraApp<'_>,
+    assertion: &Redacted<String>,
+    now: DateTime<Utc>,
+) -> Result<Expiring<AccessToken>, CloudError> {
+    const WHAT: &str = "Microsoft Entra ID (token)";
     let authority = settings
         .authority_host
         .clone()
         .unwrap_or_else(|| cloud.default_authority().to_string());
     let url = format!(
-        "{}/{tenant}/oauth2/v2.0/token",
-        authority.trim_end_matches('/')
+        "{}/{}/oauth2/v2.0/token",
+        authority.trim_end_matches('/'),
+        app.tenant
     );
     let request = post_form(
         http,
         &url,
         &[
-            ("client_id", client),
+            ("client_id", app.client),
             ("scope", cloud.acr_scope()),
             (
                 "client_assertion_type",

@@ -90,6 +90,55 @@ async fn metadata_token(
     ))
 }
 
+/// GKE's workload identity audiences, from the metadata server (as Flux reads them):
+/// the TokenRequest audience (`<project>.svc.id.goog`, the workload identity pool) and
+/// the STS audience (`identitynamespace:<pool>:<cluster's identity provider>`).
+pub(crate) async fn gke_audiences(
+    settings: &GcpSettings,
+    http: &Http,
+) -> Result<(String, String), CloudError> {
+    const WHAT: &str = "the GKE metadata server (cluster identity)";
+    let host = settings
+        .metadata_host
+        .as_deref()
+        .unwrap_or(DEFAULT_METADATA_HOST);
+    let mut values = Vec::new();
+    for path in [
+        "project/project-id",
+        "instance/attributes/cluster-location",
+        "instance/attributes/cluster-name",
+    ] {
+        let url = format!("http://{host}/computeMetadata/v1/{path}");
+        let request = http
+            .request(reqwest::Method::GET, &url)
+            .header("Metadata-Flavor", "Google");
+        let body = http.send(WHAT, &url, request).await?;
+        let value = String::from_utf8_lossy(&body).trim().to_string();
+        if value.is_empty() {
+            return Err(CloudError::Answer {
+                what: WHAT,
+                url,
+                problem: "empty value: outside GKE, set the workload identity provider \
+                          annotation on the ServiceAccount"
+                    .into(),
+            });
+        }
+        values.push(value);
+    }
+    let [project, location, cluster] = values.as_slice() else {
+        return Err(CloudError::Answer {
+            what: WHAT,
+            url: host.to_string(),
+            problem: "incomplete cluster metadata".into(),
+        });
+    };
+    let pool = format!("{project}.svc.id.goog");
+    let provider = format!(
+        "https://container.googleapis.com/v1/projects/{project}/locations/{location}/clusters/{cluster}"
+    );
+    Ok((pool.clone(), format!("identitynamespace:{pool}:{provider}")))
+}
+
 /// The parts of an `external_account` credentials file this login uses.
 #[derive(Deserialize)]
 struct ExternalAccount {
@@ -166,34 +215,62 @@ async fn external_account(
         return Err(config("'audience' and 'token_url' are required".into()));
     }
     let subject = subject_token(http, &account.credential_source).await?;
-    let impersonating = account.service_account_impersonation_url.is_some();
-    let sts_scope = if impersonating {
+    let federation = Federation {
+        audience: &account.audience,
+        subject_token_type: &account.subject_token_type,
+        token_url: &account.token_url,
+        impersonation_url: account.service_account_impersonation_url.as_deref(),
+    };
+    federate(http, &federation, &subject, now).await
+}
+
+/// One workload identity federation: where and how a subject token is exchanged.
+pub(crate) struct Federation<'a> {
+    /// The STS audience (the workload identity pool provider).
+    pub audience: &'a str,
+    /// The subject token's type, e.g. `urn:ietf:params:oauth:token-type:jwt`.
+    pub subject_token_type: &'a str,
+    /// The STS token URL.
+    pub token_url: &'a str,
+    /// The IAM credentials `generateAccessToken` URL of the service account to
+    /// impersonate, if any.
+    pub impersonation_url: Option<&'a str>,
+}
+
+/// Exchanges `subject` at Google STS, then impersonates a service account when asked.
+pub(crate) async fn federate(
+    http: &Http,
+    federation: &Federation<'_>,
+    subject: &Redacted<String>,
+    now: DateTime<Utc>,
+) -> Result<(Redacted<String>, DateTime<Utc>), CloudError> {
+    let sts_scope = if federation.impersonation_url.is_some() {
         SCOPES[0].to_string()
     } else {
         SCOPES.join(" ")
     };
     let request = post_form(
         http,
-        &account.token_url,
+        federation.token_url,
         &[
             (
                 "grant_type",
                 "urn:ietf:params:oauth:grant-type:token-exchange",
             ),
-            ("audience", &account.audience),
+            ("audience", federation.audience),
             ("scope", &sts_scope),
             (
                 "requested_token_type",
                 "urn:ietf:params:oauth:token-type:access_token",
             ),
             ("subject_token", subject.expose()),
-            ("subject_token_type", &account.subject_token_type),
+            ("subject_token_type", federation.subject_token_type),
         ],
     );
     let sts: OAuthToken = http
-        .json("Google STS (token exchange)", &account.token_url, request)
+        .json("Google STS (token exchange)", federation.token_url, request)
         .await?;
-    let Some(url) = account.service_account_impersonation_url else {
+    let Some(url) = federation.impersonation_url else {
         return Ok((
             Redacted::new(sts.access_token),
             now + TimeDelta::seconds(sts.expires_in),
@@ -201,15 +278,15 @@ async fn external_account(
     };
     const WHAT: &str = "the Google IAM credentials API (generateAccessToken)";
     let request = http
-        .request(reqwest::Method::POST, &url)
+        .request(reqwest::Method::POST, url)
         .bearer_auth(&sts.access_token)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .body(serde_json::json!({"scope": SCOPES, "lifetime": "3600s"}).to_string());
-    let t: ImpersonatedToken = http.json(WHAT, &url, request).await?;
+    let t: ImpersonatedToken = http.json(WHAT, url, request).await?;
     let expires_at = DateTime::parse_from_rfc3339(&t.expire_time)
         .map_err(|e| CloudError::Answer {
             what: WHAT,
-            url: url.clone(),
+            url: url.to_string(),
             problem: format!("invalid expireTime '{}': {e}", t.expire_time),
         })?
         .with_timezone(&Utc);

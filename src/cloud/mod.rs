@@ -8,7 +8,10 @@
 //! - gcp (`gcp`): an access token from the metadata server or an `external_account`
 //!   (workload identity federation) file, user `oauth2accesstoken`;
 //! - azure (`azure`): a Microsoft Entra token from the federated workload identity
-//!   token, exchanged on the registry for an ACR refresh token.
+//!   token, exchanged on the registry for an ACR refresh token;
+//! - object-level identity (`object`, `object_login`): with the `ObjectLevelWorkloadIdentity`
+//!   feature gate, an object's `spec.serviceAccountName` logs in as that ServiceAccount:
+//!   a TokenRequest token replaces the controller's token file in the same exchanges.
 //!
 //! Logins and the identity's access tokens are cached in memory (`cache`) per identity
 //! and registry scope until 80% of their lifetime, at most one hour (Flux's rule), with
@@ -37,6 +40,8 @@ mod cache;
 mod ecr;
 mod gcp;
 mod http;
+mod object;
+mod object_login;
 mod settings;
 mod sigv4;
 
@@ -46,6 +51,11 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 pub use cache::{Clock, SystemClock};
+pub use object::{
+    ServiceAccountError, ServiceAccountToken, ServiceAccountTokens, AWS_AUDIENCE, AWS_ROLE_ARN,
+    AZURE_AUDIENCE, AZURE_CLIENT_ID, AZURE_TENANT_ID, GCP_SERVICE_ACCOUNT,
+    GCP_WORKLOAD_IDENTITY_PROVIDER,
+};
 pub use settings::{AwsSettings, AzureSettings, CloudSettings, GcpSettings};
 
 use crate::domain::cloud_hosts::CloudRegistry;
@@ -107,6 +117,27 @@ pub enum CloudError {
         /// What to set up.
         hint: &'static str,
     },
+    /// The object's ServiceAccount could not be read or given a token.
+    #[error(transparent)]
+    ServiceAccount(#[from] ServiceAccountError),
+    /// An annotation of the object's ServiceAccount is missing or malformed.
+    #[error("serviceaccount '{namespace}/{name}': annotation {annotation} {problem}")]
+    Annotation {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// The annotation, e.g. `eks.amazonaws.com/role-arn`.
+        annotation: &'static str,
+        /// What is wrong and what to do.
+        problem: String,
+    },
+    /// A ServiceAccount identity was asked for, but object-level identity is off.
+    #[error(
+        "object-level workload identity is off: start the controller with \
+         --feature-gates=ObjectLevelWorkloadIdentity=true"
+    )]
+    ObjectIdentityOff,
     /// The identity configuration is unusable.
     #[error("invalid {setting}: {problem}")]
     Config {
@@ -137,6 +168,7 @@ pub(crate) enum AccessToken {
 pub struct WorkloadLogin {
     settings: CloudSettings,
     http: http::Http,
+    service_accounts: Option<Arc<dyn ServiceAccountTokens>>,
     logins: cache::TokenCache<Credentials>,
     access: cache::TokenCache<AccessToken>,
 }
@@ -156,12 +188,40 @@ impl WorkloadLogin {
             logins: cache::TokenCache::new(clock.clone()),
             access: cache::TokenCache::new(clock),
             settings,
+            service_accounts: None,
         })
     }
 
-    fn identity_key(identity: &CloudIdentity) -> &'static str {
-        match identity {
-            CloudIdentity::Controller => "controller",
+    /// Turns on object-level workload identity (Flux's `ObjectLevelWorkloadIdentity`
+    /// feature gate): objects' ServiceAccounts are read and given tokens by `tokens`.
+    pub fn with_object_identity(mut self, tokens: Arc<dyn ServiceAccountTokens>) -> Self {
+        self.service_accounts = Some(tokens);
+        self
+    }
+
+    /// Whose identity `request` logs in with: for a ServiceAccount, its annotations are
+    /// read now, so that a changed role is a new cache key.
+    async fn who(&self, request: &CloudLoginRequest<'_>) -> Result<Who, CloudError> {
+        match request.identity {
+            CloudIdentity::Controller => Ok(Who::Controller),
+            CloudIdentity::ServiceAccount { namespace, name } => {
+                let tokens = self
+                    .service_accounts
+                    .as_ref()
+                    .ok_or(CloudError::ObjectIdentityOff)?;
+                let annotations = tokens.annotations(namespace, name).await?;
+                let identity = object::ObjectIdentity::from_annotations(
+                    request.registry.provider(),
+                    namespace,
+                    name,
+                    &annotations,
+                )?;
+                Ok(Who::ServiceAccount {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    identity,
+                })
+            }
         }
     }
 
@@ -170,7 +230,7 @@ impl WorkloadLogin {
     /// every Google registry, an Entra token is per Azure cloud.
     async fn access_token(
         &self,
-        identity: &CloudIdentity,
+        who: &Who,
         registry: &CloudRegistry,
     ) -> Result<Expiring<AccessToken>, CloudError> {
         let scope = match registry {
@@ -179,7 +239,7 @@ impl WorkloadLogin {
             CloudRegistry::Google { .. } => "gcp".to_string(),
             CloudRegistry::Acr { cloud, .. } => format!("azure:{}", cloud.acr_scope()),
         };
-        let key = format!("{}/{scope}", Self::identity_key(identity));
+        let key = format!("{}/{scope}", who.key());
         let now = self.access.now();
         let (aws, gcp, azure, http) = (
             &self.settings.aws,
@@ -187,6 +247,29 @@ impl WorkloadLogin {
             &self.settings.azure,
             &self.http,
         );
+        if let Who::ServiceAccount {
+            namespace,
+            name,
+            identity,
+        } = who
+        {
+            let tokens = self
+                .service_accounts
+                .as_deref()
+                .ok_or(CloudError::ObjectIdentityOff)?;
+            let sa = object_login::ServiceAccountIdentity {
+                namespace,
+                name,
+                identity,
+            };
+            let settings = &self.settings;
+            return self
+                .access
+                .get_or_fetch(&key, || async move {
+                    object_login::access_token(settings, http, tokens, &sa, registry, now).await
+                })
+                .await;
+        }
         self.access
             .get_or_fetch(&key, || async move {
                 match registry {
@@ -204,17 +287,12 @@ impl WorkloadLogin {
     }
 
     async fn login(&self, request: &CloudLoginRequest<'_>) -> Result<Credentials, CloudError> {
-        let key = format!(
-            "{}/{}",
-            Self::identity_key(request.identity),
-            request.registry.login_scope()
-        );
+        let who = self.who(request).await?;
+        let key = format!("{}/{}", who.key(), request.registry.login_scope());
         let login = self
             .logins
             .get_or_fetch(&key, || async {
-                let token = self
-                    .access_token(request.identity, request.registry)
-                    .await?;
+                let token = self.access_token(&who, request.registry).await?;
                 let (aws, http) = (&self.settings.aws, &self.http);
                 match (request.registry, &token.value) {
                     (CloudRegistry::Ecr(e), AccessToken::Aws(c)) => {
@@ -240,6 +318,30 @@ impl WorkloadLogin {
     }
 }
 
+/// Whose identity logs in, resolved.
+enum Who {
+    Controller,
+    ServiceAccount {
+        namespace: String,
+        name: String,
+        identity: object::ObjectIdentity,
+    },
+}
+
+impl Who {
+    /// The token caches' key prefix: the identity, with the role or client it holds.
+    fn key(&self) -> String {
+        match self {
+            Self::Controller => "controller".to_string(),
+            Self::ServiceAccount {
+                namespace,
+                name,
+                identity,
+            } => format!("sa:{namespace}/{name}:{}", identity.key()),
+        }
+    }
+}
+
 /// How a registry is named in error messages.
 fn describe(registry: &CloudRegistry) -> String {
     match registry {
@@ -252,6 +354,10 @@ fn describe(registry: &CloudRegistry) -> String {
 
 #[async_trait]
 impl CloudLogin for WorkloadLogin {
+    fn object_level_identity(&self) -> bool {
+        self.service_accounts.is_some()
+    }
+
     async fn registry_credentials(
         &self,
         request: &CloudLoginRequest<'_>,

@@ -7,6 +7,7 @@
 pub mod external_artifact;
 pub mod leader;
 pub mod secrets;
+pub mod service_account_tokens;
 pub mod startup;
 
 use std::sync::atomic::{AtomicBool, Ordering};

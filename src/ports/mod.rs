@@ -24,7 +24,10 @@ pub mod secrets;
 pub mod store;
 pub mod verify;
 
-pub use cloud::{CloudIdentity, CloudLogin, CloudLoginError, CloudLoginRequest};
+pub use cloud::{
+    CloudIdentity, CloudLogin, CloudLoginError, CloudLoginRequest, ServiceAccountError,
+    ServiceAccountToken, ServiceAccountTokens,
+};
 pub use metrics::ReconcileMetrics;
 pub use registry::{
     Audience, BlobStream, ClientIdentity, FetchedManifest, ProxySettings, Registry,

@@ -2,8 +2,9 @@
 //! nor the ServiceAccount's image pull secrets hold a login for the registry, the
 //! controller's workload identity logs in through `ports::CloudLogin`, as Flux does.
 //! `spec.serviceAccountName` with a provider asks for object-level workload identity
-//! (Flux's `ObjectLevelWorkloadIdentity` feature), which is not supported yet: it stalls
-//! with `ProviderNotSupported`, naming the field.
+//! (Flux's `ObjectLevelWorkloadIdentity` feature gate): that ServiceAccount's identity
+//! logs in. With the gate off, the object stalls with `ProviderNotSupported`, naming the
+//! field and how to turn the gate on.
 
 use crate::api::validate::{FieldError, InvalidSpec};
 use crate::api::OciRepository;
@@ -18,6 +19,7 @@ use super::error::ReconcileError;
 /// no Secret gave a login.
 pub async fn login(
     obj: &OciRepository,
+    namespace: &str,
     url: &RepositoryUrl,
     ctx: &Context,
     options: &mut RegistryOptions,
@@ -28,20 +30,34 @@ pub async fn login(
     if options.credentials.is_some() {
         return Ok(());
     }
-    if obj.spec.service_account_name.is_some() {
-        return Err(InvalidSpec {
-            errors: vec![FieldError {
-                field: "spec.serviceAccountName",
-                message: format!(
-                    "logging in to a '{provider}' registry as this ServiceAccount (object-level \
-                     workload identity) is not supported yet: remove spec.serviceAccountName to \
-                     log in with the controller's identity"
-                ),
-                unsupported: true,
-            }],
+    let enabled = ctx
+        .cloud
+        .as_ref()
+        .is_some_and(|c| c.object_level_identity());
+    let identity = match &obj.spec.service_account_name {
+        None => CloudIdentity::Controller,
+        Some(sa) if enabled => CloudIdentity::ServiceAccount {
+            namespace: namespace.to_string(),
+            name: sa.clone(),
+        },
+        Some(sa) => {
+            return Err(InvalidSpec {
+                errors: vec![FieldError {
+                    field: "spec.serviceAccountName",
+                    message: format!(
+                        "logging in to a '{provider}' registry as ServiceAccount '{sa}' \
+                         (object-level workload identity) needs the ObjectLevelWorkloadIdentity \
+                         feature gate, which is off: start the controller with \
+                         --feature-gates=ObjectLevelWorkloadIdentity=true (chart value \
+                         controller.objectLevelWorkloadIdentity: true), or remove spec.serviceAccountName \
+                         to log in with the controller's identity"
+                    ),
+                    unsupported: true,
+                }],
+            }
+            .into());
         }
-        .into());
-    }
+    };
     let registry = cloud_hosts::registry(provider, &url.host)
         .map_err(|e| InvalidSpec::field("spec.provider", e.to_string()))?;
     let cloud = ctx.cloud.as_ref().ok_or_else(|| CloudLoginError {
@@ -52,7 +68,7 @@ pub async fn login(
     let credentials = cloud
         .registry_credentials(&CloudLoginRequest {
             registry: &registry,
-            identity: &CloudIdentity::Controller,
+            identity: &identity,
             insecure: options.insecure,
         })
         .await?;

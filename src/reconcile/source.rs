@@ -57,7 +57,7 @@ pub async fn resolve(
     );
     let mut options =
         credentials::registry_options(obj, namespace, &url.host, ctx.secrets.as_ref()).await?;
-    cloud::login(obj, &url, ctx, &mut options).await?;
+    cloud::login(obj, namespace, &url, ctx, &mut options).await?;
     let registry = ctx
         .connector
         .connect(&url.host, &url.repository, &options)

@@ -8,6 +8,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod moto;
+pub mod tokens;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -78,12 +79,24 @@ pub fn context(
     settings: CloudSettings,
     clock: Arc<dyn Clock>,
 ) -> Context {
+    context_with_login(
+        store,
+        registry,
+        WorkloadLogin::new(settings, clock).unwrap(),
+    )
+}
+
+/// [`context`] with a cloud login the test built (e.g. with object-level identity).
+pub fn context_with_login(
+    store: &Path,
+    registry: &[(&str, SocketAddr)],
+    login: WorkloadLogin,
+) -> Context {
     let mut connector = HttpConnector::new()
         .with_retry(RetryPolicy::with_base(std::time::Duration::from_millis(5)));
     for (host, a) in registry {
         connector = connector.with_resolve(host, *a);
     }
-    let login = WorkloadLogin::new(settings, clock).unwrap();
     Context::new(
         Arc::new(connector),
         Arc::new(CosignVerifier::new().unwrap()),

@@ -328,6 +328,20 @@ impl Controller {
         name: &str,
         adv: Option<&str>,
     ) -> Self {
+        Self::start_with_env(cluster, ns, values, storage, name, adv, &[])
+    }
+
+    /// [`Controller::start_advertising`] with more environment variables (cloud
+    /// endpoints, proxies).
+    pub fn start_with_env(
+        cluster: &Cluster,
+        ns: &str,
+        values: &Value,
+        storage: &Path,
+        name: &str,
+        adv: Option<&str>,
+        extra_env: &[(&str, &str)],
+    ) -> Self {
         let work = storage.parent().unwrap().to_path_buf();
         let kubeconfig = cluster.service_account_kubeconfig(ns, "ocisource", &work);
         let deployment: Value = serde_yaml_doc(&render_chart(ns, values, &["Deployment"]));
@@ -351,11 +365,16 @@ impl Controller {
                 _ => a,
             })
             .collect();
-        let env = vec![
+        let mut env = vec![
             ("KUBECONFIG".to_string(), kubeconfig.display().to_string()),
             ("RUNTIME_NAMESPACE".to_string(), ns.to_string()),
             ("POD_NAME".to_string(), name.to_string()),
         ];
+        env.extend(
+            extra_env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
         let mut c = Self {
             child: None,
             storage_addr,

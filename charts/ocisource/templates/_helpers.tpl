@@ -103,6 +103,11 @@ the release namespace (Role) or cluster-wide (ClusterRole) depending on watchAll
 - apiGroups: ["source.toolkit.fluxcd.io"]
   resources: ["externalartifacts/status"]
   verbs: ["patch"]
+{{- if .Values.controller.objectLevelWorkloadIdentity }}
+- apiGroups: [""]
+  resources: ["serviceaccounts/token"]
+  verbs: ["create"]
+{{- end }}
 {{- end }}
 
 {{/* The leader-election Lease lives in the release namespace, whatever is watched. */}}
