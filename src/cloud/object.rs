@@ -16,7 +16,6 @@
 
 use std::collections::BTreeMap;
 
-
 use super::CloudError;
 use crate::domain::cloud_hosts::CloudProvider;
 pub use crate::ports::{ServiceAccountError, ServiceAccountToken, ServiceAccountTokens};
