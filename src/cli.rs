@@ -276,6 +276,9 @@ pub struct PullArgs {
     /// Format of the printed result: yaml or json.
     #[arg(short = 'o', long, value_name = "FORMAT", default_value = "yaml", value_parser = output_format)]
     pub output: OutputFormat,
+    /// No transfer progress on stderr (errors are still printed there).
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
     /// Registry connection.
     #[command(flatten)]
     pub registry: RegistryArgs,
@@ -325,6 +328,9 @@ pub struct PushArgs {
     /// Format of the printed result (Flux's fields: url, repository, tag, digest): yaml or json.
     #[arg(short = 'o', long, value_name = "FORMAT", default_value = "yaml", value_parser = output_format)]
     pub output: OutputFormat,
+    /// No transfer progress on stderr (errors are still printed there).
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
     /// Registry connection.
     #[command(flatten)]
     pub registry: RegistryArgs,

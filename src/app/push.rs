@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::Serialize;
@@ -21,9 +22,11 @@ use crate::domain::ignore::IgnoreRules;
 use crate::domain::limits::Limits;
 use crate::domain::manifest::{Descriptor, ImageManifest, FLUX_CONFIG, FLUX_CONTENT, OCI_MANIFEST};
 use crate::reconcile::error::chain;
+use crate::registry::push::UploadProgress;
 use crate::registry::HttpConnector;
 use crate::verify::sign::{self, SigningKey};
 
+use super::progress::Progress;
 use super::push_source::{self, Source};
 use super::{reference, registry_args, AppError};
 
@@ -188,7 +191,18 @@ pub async fn run(args: PushArgs) -> Result<(), AppError> {
         |e: crate::ports::RegistryError| AppError::Failed(format!("failed to push to {url}: {e}"));
     let config = Bytes::from_static(b"{}");
     let config_digest = client.push_blob(config.clone()).await.map_err(failed)?;
-    let (pushed_digest, _) = client.push_blob_file(&staged_path).await.map_err(failed)?;
+    let progress = Progress::stderr("push", args.quiet);
+    let layer = Arc::new(progress.layer(&layer_digest, layer_size));
+    let observer = layer.clone();
+    let observe: UploadProgress = Arc::new(move |pos| observer.set(pos));
+    let (pushed_digest, _) = client
+        .push_blob_file_observed(&staged_path, Some(observe))
+        .await
+        .map_err(failed)?;
+    match Arc::into_inner(layer) {
+        Some(layer) if layer_size > 0 && !layer.moved() => layer.already_there(),
+        _ => {}
+    }
     if pushed_digest != layer_digest {
         return Err(AppError::Failed(format!("failed to push to {url}: uploaded layer digest {pushed_digest} differs from the archive's {layer_digest}")));
     }
