@@ -168,6 +168,10 @@ pub struct RegistryArgs {
     /// or --cert-file is given), falling back to plain HTTP.
     #[arg(long)]
     pub insecure: bool,
+    /// Plain HTTP from the first request, for any host, as in oras (registries on
+    /// localhost, 127.0.0.1, ::1 and private addresses fall back to it by themselves).
+    #[arg(long, conflicts_with_all = ["ca_file", "cert_file"])]
+    pub plain_http: bool,
     /// PEM file of CA certificates to trust for the registry.
     #[arg(long, value_name = "FILE")]
     pub ca_file: Option<PathBuf>,
