@@ -24,11 +24,10 @@ use crate::domain::manifest::{Descriptor, ImageManifest, FLUX_CONFIG, FLUX_CONTE
 use crate::reconcile::error::chain;
 use crate::registry::push::UploadProgress;
 use crate::registry::HttpConnector;
-use crate::verify::sign::{self, SigningKey};
 
 use super::progress::Progress;
 use super::push_source::{self, Source};
-use super::{reference, registry_args, AppError};
+use super::{reference, registry_args, sign_cmd, AppError};
 
 /// What `push` prints: the fields of `flux push artifact -o json`, so
 /// `jq -r '.repository + "@" + .digest'` gives what `cosign sign` takes.
@@ -155,15 +154,7 @@ pub async fn run(args: PushArgs) -> Result<(), AppError> {
     let key = args
         .sign_key
         .as_deref()
-        .map(|p| -> Result<SigningKey, AppError> {
-            let pem = std::fs::read(p).map_err(|e| {
-                AppError::Input(format!("failed to read --sign-key '{}': {e}", p.display()))
-            })?;
-            // cosign's variable, so a key made by `cosign generate-key-pair` opens as there.
-            let password = std::env::var_os("COSIGN_PASSWORD").map(|v| v.into_encoded_bytes());
-            SigningKey::from_pem_with_password(&pem, password.as_deref())
-                .map_err(|e| AppError::Input(format!("invalid --sign-key '{}': {e}", p.display())))
-        })
+        .map(|p| sign_cmd::read_key(p, "--sign-key"))
         .transpose()?;
 
     let staged = tempfile::NamedTempFile::new()
@@ -222,24 +213,7 @@ pub async fn run(args: PushArgs) -> Result<(), AppError> {
         .map_err(failed)?;
 
     let signature = match key {
-        Some(key) => {
-            let reference = format!("{}/{}", url.host, url.repository);
-            let sig = sign::sign(&key, &reference, &digest)
-                .map_err(|e| AppError::Failed(format!("failed to sign {digest}: {e}")))?;
-            client
-                .push_blob(Bytes::from(sig.payload.clone()))
-                .await
-                .map_err(failed)?;
-            client
-                .push_blob(Bytes::from(sig.config.clone()))
-                .await
-                .map_err(failed)?;
-            client
-                .put_manifest(&sig.tag, OCI_MANIFEST, Bytes::from(sig.manifest.clone()))
-                .await
-                .map_err(failed)?;
-            Some(sig.tag)
-        }
+        Some(key) => Some(sign_cmd::attach(&client, &url, &digest, &key).await?),
         None => None,
     };
     drop(prepared);
