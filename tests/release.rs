@@ -190,4 +190,10 @@ fn release_publishes_a_signed_image_and_a_helm_oci_chart() {
         chart["crd"], true,
         "the chart installs the OCIRepository CRD"
     );
+
+    // The local build is not needed any more (disk); failing to remove it fails nothing.
+    let _ = Command::new("buildah")
+        .args(["rmi", "localhost/ocisource:0.3.1"])
+        .env("STORAGE_DRIVER", "vfs")
+        .output();
 }
