@@ -58,6 +58,9 @@ pub enum Command {
     /// Verify the cosign signature of an OCI artifact.
     #[command(after_help = help::VERIFY)]
     Verify(VerifyArgs),
+    /// Sign a manifest (artifact or image) with a cosign key, as `cosign sign --key` does.
+    #[command(after_help = help::SIGN)]
+    Sign(SignArgs),
     /// Reconcile OCIRepository objects from files once, without a cluster.
     #[command(after_help = help::RECONCILE)]
     Reconcile(ReconcileArgs),
@@ -218,6 +221,10 @@ pub struct RegistryArgs {
     /// or --cert-file is given), falling back to plain HTTP.
     #[arg(long)]
     pub insecure: bool,
+    /// Plain HTTP from the first request, for any host, as in oras (registries on
+    /// localhost, 127.0.0.1, ::1 and private addresses fall back to it by themselves).
+    #[arg(long, conflicts_with_all = ["ca_file", "cert_file"])]
+    pub plain_http: bool,
     /// PEM file of CA certificates to trust for the registry.
     #[arg(long, value_name = "FILE")]
     pub ca_file: Option<PathBuf>,
@@ -326,6 +333,9 @@ pub struct PullArgs {
     /// Format of the printed result: yaml or json.
     #[arg(short = 'o', long, value_name = "FORMAT", default_value = "yaml", value_parser = output_format)]
     pub output: OutputFormat,
+    /// No transfer progress on stderr (errors are still printed there).
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
     /// Registry connection.
     #[command(flatten)]
     pub registry: RegistryArgs,
@@ -375,6 +385,9 @@ pub struct PushArgs {
     /// Format of the printed result (Flux's fields: url, repository, tag, digest): yaml or json.
     #[arg(short = 'o', long, value_name = "FORMAT", default_value = "yaml", value_parser = output_format)]
     pub output: OutputFormat,
+    /// No transfer progress on stderr (errors are still printed there).
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
     /// Registry connection.
     #[command(flatten)]
     pub registry: RegistryArgs,
@@ -393,6 +406,25 @@ pub struct VerifyArgs {
     /// Verification settings.
     #[command(flatten)]
     pub verify: VerifyFlags,
+    /// Registry connection.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+/// `ocisource sign`.
+#[derive(Debug, Args)]
+pub struct SignArgs {
+    /// Manifest to sign, oci://host[:port]/repo@sha256:<hex> (or :tag, resolved to its
+    /// digest first).
+    #[arg(value_name = "URL")]
+    pub url: String,
+    /// ECDSA P-256 private key: cosign's encrypted `cosign.key` (password in
+    /// COSIGN_PASSWORD), PKCS#8 `PRIVATE KEY` or SEC1 `EC PRIVATE KEY` PEM.
+    #[arg(long, value_name = "FILE")]
+    pub key: PathBuf,
+    /// Format of the printed result (repository, digest, signature tag): yaml or json.
+    #[arg(short = 'o', long, value_name = "FORMAT", default_value = "yaml", value_parser = output_format)]
+    pub output: OutputFormat,
     /// Registry connection.
     #[command(flatten)]
     pub registry: RegistryArgs,

@@ -1,7 +1,8 @@
 """hack/chart-check.sh entry point: lint, render, validate and assert the ocisource chart.
 
 Scenarios render the chart with default values and with PVC storage, a ServiceMonitor,
-cluster-wide watching, two replicas and the optional ExternalArtifact CRD. A self-test
+cluster-wide watching, two replicas (and the older `replicas` name), no CRDs, extra
+volumes, other securityContexts and the optional ExternalArtifact CRD. A self-test
 then breaks rendered objects on purpose and requires the assertions to notice, so a
 check that cannot fail is caught here too.
 
@@ -38,7 +39,17 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "existing-claim": {"storage": {"type": "existingClaim", "existingClaim": "artifacts"}},
     "servicemonitor": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
     "cluster-wide": {"watchAllNamespaces": True},
-    "replicas-2": {"replicas": 2},
+    "replicas-2": {"replicaCount": 2},
+    "replicas-alias-3": {"replicaCount": 1, "replicas": 3},
+    "no-crds": {"crds": {"install": False}},
+    "extra-volumes": {
+        "extraVolumes": [{"name": "ca", "configMap": {"name": "registry-ca"}},
+                         {"name": "cache", "emptyDir": {"sizeLimit": "100Mi"}}],
+        "extraVolumeMounts": [{"name": "ca", "mountPath": "/etc/registry-ca", "readOnly": True},
+                              {"name": "cache", "mountPath": "/cache"}]},
+    "openshift-uid": {"podSecurityContext": {"runAsNonRoot": True, "runAsUser": 1000680000,
+                                             "fsGroup": 1000680000, "seccompProfile": {"type": "RuntimeDefault"}},
+                      "storage": {"type": "pvc"}},
     "custom-consumers": {"networkPolicy": {
         "artifactConsumers": [{"podSelector": {"matchLabels": {"app": "my-consumer"}}}],
         "metricsScrapers": []}},
@@ -88,6 +99,10 @@ def scenario_checks(name: str, objs: list[dict[str, Any]], values: dict[str, Any
         return
     deploy = deploys[0]
     checks.pod_security(deploy, report, name)
+    checks.security_contexts(deploy, values, report, name)
+    checks.extra_volumes(deploy, values, report, name)
+    checks.disruption_budget(objs, values, report, name)
+    crds.check_rendered(ROOT / "crds", objs, values, chart_crds(CHART), report, name)
     checks.probes_and_mounts(deploy, values, report, name)
     checks.leader_election(deploy, values, report, name)
     checks.network_policy(objs, values, report, name)
@@ -195,7 +210,21 @@ def self_test(objs: list[dict[str, Any]], values: dict[str, Any], expected: set,
                              lambda o, r: checks.network_policy(o, values, r, "x")),
         "no leader election at 2 replicas": (lambda o: deploy(o)["spec"].update(replicas=2),
                                              lambda o, r: checks.leader_election(
-                                                 deploy(o), {**values, "replicas": 2}, r, "x")),
+                                                 deploy(o), {**values, "replicaCount": 2}, r, "x")),
+        "no PodDisruptionBudget at 2 replicas": (lambda o: None,
+                                                 lambda o, r: checks.disruption_budget(
+                                                     o, {**values, "replicaCount": 2}, r, "x")),
+        "PodDisruptionBudget at 1 replica": (lambda o: o.append({"kind": "PodDisruptionBudget", "spec": {}}),
+                                             lambda o, r: checks.disruption_budget(o, values, r, "x")),
+        "fixed UID 65532 again": (lambda o: deploy(o)["spec"]["template"]["spec"]["securityContext"].update(
+            runAsUser=65532), lambda o, r: checks.security_contexts(deploy(o), values, r, "x")),
+        "CRD without the keep policy": (lambda o: find(o, "CustomResourceDefinition")[0]["metadata"][
+            "annotations"].pop("helm.sh/resource-policy"),
+            lambda o, r: crds.check_rendered(ROOT / "crds", o, values, [], r, "x")),
+        "CRD rendered with crds.install=false": (lambda o: None, lambda o, r: crds.check_rendered(
+            ROOT / "crds", o, {**values, "crds": {"install": False}}, [], r, "x")),
+        "extra volume dropped": (lambda o: None, lambda o, r: checks.extra_volumes(
+            deploy(o), {**values, "extraVolumes": [{"name": "ca", "configMap": {"name": "x"}}]}, r, "x")),
         "readiness on the wrong path": (lambda o: ctr(o)["readinessProbe"]["httpGet"].update(path="/healthz"),
                                         lambda o, r: checks.probes_and_mounts(deploy(o), values, r, "x")),
         "unknown field": (lambda o: find(o, "Service")[0]["spec"].update(bogus=1),
@@ -210,7 +239,7 @@ def main() -> int:
     parser.add_argument("--sync-crds", action="store_true", help="copy crds/*.yaml into the chart, then check")
     opts = parser.parse_args()
     if opts.sync_crds:
-        crds.sync(ROOT / "crds", CHART / "crds")
+        crds.sync(ROOT / "crds", CHART / "files" / "crds")
     report = Report()
 
     binary = os.environ.get("OCISOURCE_BIN", str(ROOT / "target" / "debug" / "ocisource"))
@@ -224,8 +253,7 @@ def main() -> int:
         expected = None
         report.check("rbac: rules read from `ocisource rbac`", False, str(e))
 
-    crds.check_drift(ROOT / "crds", CHART / "crds", chart_crds(CHART), report)
-    checks.validate_objects(chart_crds(CHART), report, "crds")
+    crds.check_drift(ROOT / "crds", CHART / "files" / "crds", report)
     values_doc.check(CHART, report)
 
     default_objs: list[dict[str, Any]] = []

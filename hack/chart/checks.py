@@ -16,6 +16,9 @@ from render import NAMESPACE, find
 from report import Report
 
 KUBE_VERSIONS = ["1.30.0", "1.37.0"]
+# Volume types the Pod Security Standard `restricted` profile allows.
+RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+                      "projected", "secret"}
 
 
 def validate_objects(objs: list[dict[str, Any]], report: Report, scenario: str) -> None:
@@ -60,7 +63,9 @@ def pod_security(deploy: dict[str, Any], report: Report, scenario: str) -> None:
         return csc.get(key, psc.get(key))
 
     report.check(f"{p} runAsNonRoot", eff("runAsNonRoot") is True, f"got {eff('runAsNonRoot')!r}")
-    report.check(f"{p} runAsUser 65532", eff("runAsUser") == 65532, f"got {eff('runAsUser')!r}")
+    uid = eff("runAsUser")
+    report.check(f"{p} runAsUser not root (unset: the image's 65532 or the SCC's)", uid is None or uid > 0,
+                 f"got {uid!r}")
     seccomp = (csc.get("seccompProfile") or psc.get("seccompProfile") or {}).get("type")
     report.check(f"{p} seccompProfile RuntimeDefault", seccomp == "RuntimeDefault", f"got {seccomp!r}")
     report.check(f"{p} readOnlyRootFilesystem", csc.get("readOnlyRootFilesystem") is True,
@@ -76,8 +81,8 @@ def pod_security(deploy: dict[str, Any], report: Report, scenario: str) -> None:
     hostports = [pt for pt in c.get("ports", []) if pt.get("hostPort")]
     report.check(f"{p} no hostPort", not hostports, f"got {hostports}")
     kinds = {k for v in pod.get("volumes", []) for k in v if k != "name"}
-    report.check(f"{p} volume types emptyDir/PVC only", kinds <= {"emptyDir", "persistentVolumeClaim"},
-                 f"got {sorted(kinds)}")
+    report.check(f"{p} volume types allowed by the restricted profile", kinds <= RESTRICTED_VOLUMES,
+                 f"got {sorted(kinds - RESTRICTED_VOLUMES)}")
     res = c.get("resources") or {}
     report.check(f"{p} resources requests and limits", bool(res.get("requests")) and bool(res.get("limits")),
                  f"got {res!r}")
@@ -115,12 +120,13 @@ def probes_and_mounts(deploy: dict[str, Any], values: dict[str, Any], report: Re
 
 def leader_election(deploy: dict[str, Any], values: dict[str, Any], report: Report, scenario: str) -> None:
     """`--leader-elect=true` when replicas > 1 or asked for, false otherwise."""
-    want = values["replicas"] > 1 or values["controller"]["leaderElect"]
+    replicas = replica_count(values)
+    want = replicas > 1 or values["controller"]["leaderElect"]
     got = container_args(deploy).get("--leader-elect")
-    report.check(f"{scenario}: --leader-elect={str(want).lower()} (replicas={values['replicas']})",
+    report.check(f"{scenario}: --leader-elect={str(want).lower()} (replicas={replicas})",
                  got == str(want).lower(), f"got {got!r}")
-    report.check(f"{scenario}: Deployment replicas={values['replicas']}",
-                 deploy["spec"]["replicas"] == values["replicas"], f"got {deploy['spec']['replicas']}")
+    report.check(f"{scenario}: Deployment replicas={replicas}",
+                 deploy["spec"]["replicas"] == replicas, f"got {deploy['spec']['replicas']}")
 
 
 def _role_grants(obj: dict[str, Any]) -> set[Grant]:
@@ -199,3 +205,60 @@ def network_policy(objs: list[dict[str, Any]], values: dict[str, Any], report: R
                  by_port.get(metrics, []) == scrapers, f"got {by_port.get(metrics)}")
     others = set(by_port) - {artifact, metrics}
     report.check(f"{p} no other port opened", not others, f"ports {others}")
+
+
+def replica_count(values: dict[str, Any]) -> int:
+    """The replica count the values ask for: `replicas` (the older name) when set, else `replicaCount`."""
+    return values["replicaCount"] if values.get("replicas") is None else values["replicas"]
+
+
+def disruption_budget(objs: list[dict[str, Any]], values: dict[str, Any], report: Report, scenario: str) -> None:
+    """A PodDisruptionBudget over the controller pods exactly when more than one replica runs."""
+    pdbs = find(objs, "PodDisruptionBudget")
+    replicas = replica_count(values)
+    p = f"{scenario}: pdb"
+    if not report.check(f"{p} rendered iff replicas > 1 (replicas={replicas})", len(pdbs) == (1 if replicas > 1 else 0),
+                        f"{len(pdbs)} rendered"):
+        return
+    if not pdbs:
+        return
+    spec = pdbs[0]["spec"]
+    pod_labels = find(objs, "Deployment")[0]["spec"]["template"]["metadata"]["labels"]
+    sel = (spec.get("selector") or {}).get("matchLabels") or {}
+    report.check(f"{p} selects the controller pods", bool(sel) and all(pod_labels.get(k) == v for k, v in sel.items()),
+                 f"selector {sel}")
+    want = values["podDisruptionBudget"]["maxUnavailable"]
+    report.check(f"{p} maxUnavailable {want}", spec.get("maxUnavailable") == want and "minAvailable" not in spec,
+                 f"got {spec}")
+
+
+def security_contexts(deploy: dict[str, Any], values: dict[str, Any], report: Report, scenario: str) -> None:
+    """The securityContexts are the values' ones; no fixed UID/GID unless the values set one
+    (OpenShift's restricted SCC assigns its own); fsGroup 65532 only for a claim."""
+    pod = deploy["spec"]["template"]["spec"]
+    psc = dict(pod.get("securityContext") or {})
+    csc = pod["containers"][0].get("securityContext") or {}
+    p = f"{scenario}: securityContext"
+    report.check(f"{p} container is containerSecurityContext", csc == values["containerSecurityContext"],
+                 f"got {csc}")
+    want = dict(values["podSecurityContext"])
+    if values["storage"]["type"] != "emptyDir" and "fsGroup" not in want:
+        want["fsGroup"] = 65532
+    report.check(f"{p} pod is podSecurityContext (+ fsGroup 65532 with a claim)", psc == want, f"got {psc}, want {want}")
+    for key in ("runAsUser", "runAsGroup"):
+        fixed = [c for c in (psc, csc) if key in c]
+        set_by_values = key in values["podSecurityContext"] or key in values["containerSecurityContext"]
+        report.check(f"{p} no fixed {key} unless the values set one", bool(fixed) == set_by_values,
+                     f"rendered {[c[key] for c in fixed]}")
+
+
+def extra_volumes(deploy: dict[str, Any], values: dict[str, Any], report: Report, scenario: str) -> None:
+    """extraVolumes and extraVolumeMounts land in the pod and the container, after the chart's own."""
+    pod = deploy["spec"]["template"]["spec"]
+    vols = pod.get("volumes", [])
+    mounts = pod["containers"][0].get("volumeMounts", [])
+    want_v, want_m = values["extraVolumes"], values["extraVolumeMounts"]
+    report.check(f"{scenario}: extraVolumes rendered ({len(want_v)})",
+                 vols[len(vols) - len(want_v):] == want_v and len(vols) == 2 + len(want_v), f"volumes {vols}")
+    report.check(f"{scenario}: extraVolumeMounts rendered ({len(want_m)})",
+                 mounts[len(mounts) - len(want_m):] == want_m and len(mounts) == 2 + len(want_m), f"mounts {mounts}")

@@ -1,5 +1,6 @@
-"""CRDs: the chart's `crds/` copy against the repository's `crds/`, and validation of
-custom objects against a CRD's OpenAPI schema.
+"""CRDs: the chart's `files/crds/` copy against the repository's `crds/`, the CRD template
+that renders it (behind `crds.install`, kept on uninstall), and validation of custom
+objects against a CRD's OpenAPI schema.
 """
 
 from __future__ import annotations
@@ -25,22 +26,51 @@ def sync(source: Path, target: Path) -> None:
         print(f"synced {crd.name}")
 
 
-def check_drift(source: Path, target: Path, helm_loaded: list[dict[str, Any]], report: Report) -> None:
-    """The chart ships exactly the repository's CRDs, byte for byte, and Helm loads them all."""
+def check_drift(source: Path, target: Path, report: Report) -> None:
+    """The chart ships exactly the repository's CRDs, byte for byte."""
     src = {p.name: p.read_bytes() for p in sorted(source.glob("*.yaml"))}
     dst = {p.name: p.read_bytes() for p in sorted(target.glob("*.yaml"))}
     if not report.check("crds: the repository's crds/ holds CRDs", bool(src),
                         f"{source} has no *.yaml (generate them with `ocisource crd`)"):
         return
-    report.check("crds: chart crds/ has the same files as crds/", set(src) == set(dst),
+    report.check("crds: chart files/crds/ has the same files as crds/", set(src) == set(dst),
                  f"only in crds/: {sorted(set(src) - set(dst))}, only in chart: {sorted(set(dst) - set(src))}"
                  " (run hack/chart-check.sh --sync-crds)")
     for name in sorted(set(src) & set(dst)):
         report.check(f"crds: chart copy of {name} is identical", src[name] == dst[name],
                      "differs (run hack/chart-check.sh --sync-crds)")
-    names = {d["metadata"]["name"] for b in src.values() for d in yaml.safe_load_all(b) if d}
-    loaded = {d["metadata"]["name"] for d in helm_loaded}
-    report.check("crds: Helm installs every CRD", names == loaded, f"loaded {sorted(loaded)}, want {sorted(names)}")
+
+
+KEEP = ("helm.sh/resource-policy", "keep")
+
+
+def check_rendered(source: Path, objs: list[dict[str, Any]], values: dict[str, Any], helm_crds: list[Any],
+                   report: Report, scenario: str) -> None:
+    """With `crds.install` every CRD of `crds/` is rendered, unchanged but for labels and the
+    keep annotation (so upgrades update it and uninstall leaves it); without it none is.
+    Helm's own `crds/` folder stays empty: a CRD there would be created at install before
+    the template's copy, and the install would fail on the existing object."""
+    want = {d["metadata"]["name"]: d for p in sorted(source.glob("*.yaml"))
+            for d in yaml.safe_load_all(p.read_text()) if d}
+    got = {c["metadata"]["name"]: c for c in objs
+           if c.get("kind") == "CustomResourceDefinition" and c["metadata"]["name"] in want}
+    p = f"{scenario}: crds"
+    report.check(f"{p} Helm's crds/ folder is empty (CRDs are templates)", not helm_crds, f"{len(helm_crds)} loaded")
+    if not values["crds"]["install"]:
+        report.check(f"{p} none rendered with crds.install=false", not got, f"rendered {sorted(got)}")
+        return
+    report.check(f"{p} every CRD of crds/ rendered with crds.install=true", set(got) == set(want),
+                 f"rendered {sorted(got)}, want {sorted(want)}")
+    for name in sorted(set(got) & set(want)):
+        meta = got[name]["metadata"]
+        report.check(f"{p} {name} kept on uninstall ({KEEP[0]}: {KEEP[1]})",
+                     (meta.get("annotations") or {}).get(KEEP[0]) == KEEP[1], f"annotations {meta.get('annotations')}")
+        other = {k: v for k, v in (meta.get("annotations") or {}).items() if k != KEEP[0]}
+        report.check(f"{p} {name} keeps the generated annotations",
+                     other == (want[name]["metadata"].get("annotations") or {}), f"got {other}")
+        report.check(f"{p} {name} spec identical to crds/", got[name]["spec"] == want[name]["spec"], "spec differs")
+        report.check(f"{p} {name} labelled as part of the release",
+                     (meta.get("labels") or {}).get("app.kubernetes.io/managed-by") == "Helm", f"labels {meta.get('labels')}")
 
 
 def reference_dir() -> Path:

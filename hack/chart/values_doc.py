@@ -2,7 +2,7 @@
 
 A key is documented when a `#` comment line sits directly above it (blank lines break
 the link), group keys included. Keys inside list items (the default NetworkPolicy peers)
-and under OPAQUE fields (resources) are data documented by their field's comment.
+and under OPAQUE fields (resources, the securityContexts) are data documented by their field's comment.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from report import Report
 
 KEY = re.compile(r"^(\s*)([A-Za-z][\w.-]*):")
 # Fields whose children are Kubernetes data documented by the field's own comment.
-OPAQUE = {"resources"}
+OPAQUE = {"resources", "podSecurityContext", "containerSecurityContext"}
 
 
 def undocumented(text: str) -> list[str]:

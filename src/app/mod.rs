@@ -11,6 +11,7 @@ mod push_source;
 mod reconcile_cmd;
 mod reference;
 mod registry_args;
+mod sign_cmd;
 mod verify_cmd;
 
 use std::io::IsTerminal;
@@ -109,6 +110,7 @@ pub fn main(cli: Cli) -> ExitCode {
             Command::Pull(args) => pull::run(args).await,
             Command::Push(args) => push::run(args).await,
             Command::Verify(args) => verify_cmd::run(args).await,
+            Command::Sign(args) => sign_cmd::run(args).await,
             Command::Reconcile(args) => reconcile_cmd::run(args).await,
             Command::Controller(args) => controller_cmd::run(args).await,
             Command::Crd => {

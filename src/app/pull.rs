@@ -19,6 +19,7 @@ use crate::reconcile::error::chain;
 use crate::registry::HttpConnector;
 use crate::storage::Storage;
 
+use super::progress::{Counting, Progress};
 use super::{reference, registry_args, verify_cmd, AppError};
 
 /// What `pull` prints.
@@ -104,8 +105,8 @@ pub async fn run(args: PullArgs) -> Result<(), AppError> {
         Ok(crate::domain::layers::Selection::Extract(l)) => l.len(),
         _ => 1,
     };
-    let total: u64 = manifest.layers.iter().map(|l| l.size).sum();
-    let (counted, progress) = super::progress::wrap(registry.clone(), total);
+    let progress = Arc::new(Progress::stderr("pull", args.quiet));
+    let counted = Counting::wrap(registry.clone(), progress.clone());
     let storage = Storage::new(dir).without_fsync();
     let stored = pipeline::store_layers(
         counted,

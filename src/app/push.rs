@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::Serialize;
@@ -21,11 +22,12 @@ use crate::domain::ignore::IgnoreRules;
 use crate::domain::limits::Limits;
 use crate::domain::manifest::{Descriptor, ImageManifest, FLUX_CONFIG, FLUX_CONTENT, OCI_MANIFEST};
 use crate::reconcile::error::chain;
+use crate::registry::push::UploadProgress;
 use crate::registry::HttpConnector;
-use crate::verify::sign::{self, SigningKey};
 
+use super::progress::Progress;
 use super::push_source::{self, Source};
-use super::{reference, registry_args, AppError};
+use super::{reference, registry_args, sign_cmd, AppError};
 
 /// What `push` prints: the fields of `flux push artifact -o json`, so
 /// `jq -r '.repository + "@" + .digest'` gives what `cosign sign` takes.
@@ -152,15 +154,7 @@ pub async fn run(args: PushArgs) -> Result<(), AppError> {
     let key = args
         .sign_key
         .as_deref()
-        .map(|p| -> Result<SigningKey, AppError> {
-            let pem = std::fs::read(p).map_err(|e| {
-                AppError::Input(format!("failed to read --sign-key '{}': {e}", p.display()))
-            })?;
-            // cosign's variable, so a key made by `cosign generate-key-pair` opens as there.
-            let password = std::env::var_os("COSIGN_PASSWORD").map(|v| v.into_encoded_bytes());
-            SigningKey::from_pem_with_password(&pem, password.as_deref())
-                .map_err(|e| AppError::Input(format!("invalid --sign-key '{}': {e}", p.display())))
-        })
+        .map(|p| sign_cmd::read_key(p, "--sign-key"))
         .transpose()?;
 
     let staged = tempfile::NamedTempFile::new()
@@ -188,7 +182,18 @@ pub async fn run(args: PushArgs) -> Result<(), AppError> {
         |e: crate::ports::RegistryError| AppError::Failed(format!("failed to push to {url}: {e}"));
     let config = Bytes::from_static(b"{}");
     let config_digest = client.push_blob(config.clone()).await.map_err(failed)?;
-    let (pushed_digest, _) = client.push_blob_file(&staged_path).await.map_err(failed)?;
+    let progress = Progress::stderr("push", args.quiet);
+    let layer = Arc::new(progress.layer(&layer_digest, layer_size));
+    let observer = layer.clone();
+    let observe: UploadProgress = Arc::new(move |pos| observer.set(pos));
+    let (pushed_digest, _) = client
+        .push_blob_file_observed(&staged_path, Some(observe))
+        .await
+        .map_err(failed)?;
+    match Arc::into_inner(layer) {
+        Some(layer) if layer_size > 0 && !layer.moved() => layer.already_there(),
+        _ => {}
+    }
     if pushed_digest != layer_digest {
         return Err(AppError::Failed(format!("failed to push to {url}: uploaded layer digest {pushed_digest} differs from the archive's {layer_digest}")));
     }
@@ -208,24 +213,7 @@ pub async fn run(args: PushArgs) -> Result<(), AppError> {
         .map_err(failed)?;
 
     let signature = match key {
-        Some(key) => {
-            let reference = format!("{}/{}", url.host, url.repository);
-            let sig = sign::sign(&key, &reference, &digest)
-                .map_err(|e| AppError::Failed(format!("failed to sign {digest}: {e}")))?;
-            client
-                .push_blob(Bytes::from(sig.payload.clone()))
-                .await
-                .map_err(failed)?;
-            client
-                .push_blob(Bytes::from(sig.config.clone()))
-                .await
-                .map_err(failed)?;
-            client
-                .put_manifest(&sig.tag, OCI_MANIFEST, Bytes::from(sig.manifest.clone()))
-                .await
-                .map_err(failed)?;
-            Some(sig.tag)
-        }
+        Some(key) => Some(sign_cmd::attach(&client, &url, &digest, &key).await?),
         None => None,
     };
     drop(prepared);

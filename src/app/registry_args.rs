@@ -39,6 +39,7 @@ pub fn options(args: &RegistryArgs, host: &str) -> Result<RegistryOptions, AppEr
     };
     Ok(RegistryOptions {
         insecure: args.insecure,
+        plain_http: args.plain_http,
         credentials,
         ca_pem: args
             .ca_file

@@ -101,3 +101,10 @@ Examples:
 
 The objects are printed as one kind: List (as kubectl get -o yaml|json prints them);
 events go to stderr.";
+
+/// `ocisource sign`.
+pub const SIGN: &str = "\
+Examples:
+  # Sign a pushed image or artifact by digest (what release.sh does)
+  COSIGN_PASSWORD=... ocisource sign oci://ghcr.io/ocisource/ocisource@sha256:<hex> --key cosign.key
+  ocisource verify oci://ghcr.io/ocisource/ocisource@sha256:<hex> --key cosign.pub";

@@ -37,6 +37,9 @@ pub struct RegistryOptions {
     /// `spec.insecure`: HTTPS without certificate verification when neither `ca_pem` nor
     /// `client_identity` is set, and a plain-HTTP fallback when HTTPS fails (Flux).
     pub insecure: bool,
+    /// Plain HTTP from the first request, for any host (`--plain-http`, as in oras): no
+    /// HTTPS attempt, no fallback.
+    pub plain_http: bool,
     /// Login for the registry host, if any.
     pub credentials: Option<Credentials>,
     /// Extra CA certificates (PEM) trusted for this registry.
@@ -86,6 +89,14 @@ impl Audience {
         match self {
             Self::Spec => "spec.insecure: true",
             Self::Cli => "--insecure",
+        }
+    }
+
+    /// What lets a session speak plain HTTP to a registry that is not local or private.
+    pub fn plain_http(self) -> &'static str {
+        match self {
+            Self::Spec => "spec.insecure: true",
+            Self::Cli => "--plain-http (or --insecure, which tries HTTPS first)",
         }
     }
 

@@ -347,6 +347,25 @@ impl RegistryClient {
                         format!("failed to {what} {url}: {msg}"),
                     ));
                 }
+                Err(msg) if msg.starts_with(super::insecure::SPEAKS_TLS) => {
+                    return Err(err(
+                        RegistryErrorKind::Transport,
+                        format!(
+                            "failed to {what} {}: {msg}; the registry speaks HTTPS: drop --plain-http",
+                            self.fallback.shown(url)
+                        ),
+                    ));
+                }
+                Err(msg) if super::insecure::speaks_plain_http(&msg) => {
+                    return Err(err(
+                        RegistryErrorKind::Transport,
+                        format!(
+                            "failed to {what} {} after {attempt} attempt(s): {msg}; the registry speaks plain HTTP, not HTTPS: set {}",
+                            self.fallback.shown(url),
+                            self.audience.plain_http()
+                        ),
+                    ));
+                }
                 Err(msg) => {
                     let tls = is_tls_failure(&msg);
                     if tls || !retryable_transport(&msg) || attempt >= attempts {

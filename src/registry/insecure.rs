@@ -11,6 +11,11 @@
 //!   if that is answered (anything but `400`, which a TLS-only server answers to plain
 //!   HTTP), the host is remembered as plain HTTP for the connector's later sessions.
 //!
+//! - `plain_http` (`--plain-http`, as in oras): every request goes over plain HTTP from
+//!   the first one, for any host, and never falls back to HTTPS. A TLS-only server
+//!   answers such a request with a bare `HTTP/1.0 400` (Go's net/http): that is reported
+//!   as [`SPEAKS_TLS`] so the error can say to drop the flag.
+//!
 //! Unlike go-containerregistry this adds no `GET /v2/` ping: the first real request is the
 //! probe, so a no-op reconcile still costs one request. Must not import `reconcile`.
 
@@ -95,7 +100,8 @@ impl Schemes {
         }
     }
 
-    /// Logs, once per host, that certificates of `host` are not verified.
+    /// Logs, once per host, that certificates of `host` are not verified, naming the
+    /// reader's settings (`--insecure without --ca-file`, or the spec's fields).
     pub fn warn_unverified(&self, host: &str, audience: Audience) {
         let first = self.memory.lock().is_ok_and(|mut m| {
             let new = !m.warned_unverified.iter().any(|h| h == host);
@@ -107,7 +113,7 @@ impl Schemes {
         if first {
             tracing::warn!(
                 registry = host,
-                "{}: TLS certificate verification is skipped for this registry (no CA given with {}); anyone on the path can impersonate it",
+                "{} without {}: TLS certificate verification is skipped for this registry; anyone on the path can impersonate it",
                 audience.insecure(),
                 audience.ca()
             );
@@ -119,10 +125,24 @@ impl Schemes {
 /// caller does not retry it.
 pub(crate) const REDIRECT_REFUSED: &str = "refused to follow a redirect";
 
+/// How the error of a plain-HTTP request answered by a TLS-only server starts
+/// ([`Fallback::send`]'s inner `Err`), so the caller adds its hint and does not retry.
+pub(crate) const SPEAKS_TLS: &str = "the registry answered plain HTTP with a bare 400, as a TLS-only server does";
+
+/// True for a transport error of an HTTPS request answered in plain HTTP (rustls'
+/// `InvalidContentType`), when no plain-HTTP fallback was tried.
+pub(crate) fn speaks_plain_http(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    (m.contains("invalidcontenttype") || m.contains("received corrupt message"))
+        && !m.contains("fallback failed too")
+}
+
 /// The fallback policy of one session.
 #[derive(Clone, Debug)]
 pub(crate) struct Fallback {
     host: String,
+    /// `--plain-http`: plain HTTP from the first request, never HTTPS.
+    plain_only: bool,
     /// `https://<host>/`: only URLs of the registry itself change scheme.
     https_prefix: String,
     allowed: bool,
@@ -132,11 +152,12 @@ pub(crate) struct Fallback {
 impl Fallback {
     /// The policy for `host` under `options`.
     pub(crate) fn new(host: &str, options: &RegistryOptions, schemes: &Schemes) -> Self {
-        if skips_verification(options) {
+        if skips_verification(options) && !options.plain_http {
             schemes.warn_unverified(host, options.audience);
         }
         Self {
             host: host.to_string(),
+            plain_only: options.plain_http,
             https_prefix: format!("https://{host}/"),
             allowed: options.insecure || local_or_private(host),
             schemes: schemes.clone(),
@@ -154,7 +175,8 @@ impl Fallback {
         match url.strip_prefix("https://") {
             Some(rest)
                 if url.starts_with(&self.https_prefix)
-                    && self.schemes.learnt(&self.host) == Some(Learnt::Http) =>
+                    && (self.plain_only
+                        || self.schemes.learnt(&self.host) == Some(Learnt::Http)) =>
             {
                 std::borrow::Cow::Owned(format!("http://{rest}"))
             }
@@ -202,6 +224,9 @@ impl Fallback {
         make: &(dyn Fn() -> Result<reqwest::RequestBuilder, RegistryError> + Sync),
         counter: &AtomicU64,
     ) -> Result<Result<reqwest::Response, String>, RegistryError> {
+        if self.plain_only {
+            return self.send_plain(make, counter).await;
+        }
         let learnt = self.schemes.learnt(&self.host);
         let plain = learnt == Some(Learnt::Http);
         let (client, request, ours) = self.build(make, plain)?;
@@ -258,6 +283,36 @@ impl Fallback {
                 "{https_error} (plain HTTP fallback failed too: {})",
                 chain(&e.without_url())
             )),
+        })
+    }
+}
+
+impl Fallback {
+    /// `--plain-http`: one plain-HTTP attempt; a bare `HTTP/1.0 400` (a TLS-only server)
+    /// becomes a [`SPEAKS_TLS`] error.
+    async fn send_plain(
+        &self,
+        make: &(dyn Fn() -> Result<reqwest::RequestBuilder, RegistryError> + Sync),
+        counter: &AtomicU64,
+    ) -> Result<Result<reqwest::Response, String>, RegistryError> {
+        let (client, request, ours) = self.build(make, true)?;
+        let request = match request {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(chain(&e.without_url()))),
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        Ok(match client.execute(request).await {
+            Ok(resp)
+                if ours
+                    && resp.status() == reqwest::StatusCode::BAD_REQUEST
+                    && resp.version() == reqwest::Version::HTTP_10
+                    && resp.headers().get(reqwest::header::CONTENT_TYPE).is_none() =>
+            {
+                Err(SPEAKS_TLS.to_string())
+            }
+            Ok(resp) => Ok(resp),
+            Err(e) if e.is_redirect() => Err(format!("{REDIRECT_REFUSED}: {}", chain(&e.without_url()))),
+            Err(e) => Err(chain(&e.without_url())),
         })
     }
 }

@@ -50,19 +50,33 @@ async fn file_digest(path: &Path) -> Result<(Digest, u64), RegistryError> {
     })?
 }
 
-/// A request body streaming `path` in 256 KiB chunks.
-fn file_body(path: PathBuf) -> Result<reqwest::Body, RegistryError> {
+/// Told how many bytes of a blob upload were read so far; an attempt that starts over
+/// (a retry) counts from 0 again.
+pub type UploadProgress = std::sync::Arc<dyn Fn(u64) + Send + Sync>;
+
+/// A request body streaming `path` in 256 KiB chunks, telling `progress` how far it read.
+fn file_body(
+    path: PathBuf,
+    progress: Option<UploadProgress>,
+) -> Result<reqwest::Body, RegistryError> {
     let f = std::fs::File::open(&path).map_err(|e| io_err("open", &path, &e))?;
     let file = tokio::fs::File::from_std(f);
-    let stream = futures::stream::unfold(file, |mut file| async move {
-        let mut buf = vec![0u8; 256 * 1024];
-        match file.read(&mut buf).await {
-            Ok(0) => None,
-            Ok(n) => {
-                buf.truncate(n);
-                Some((Ok::<Bytes, std::io::Error>(Bytes::from(buf)), file))
+    let stream = futures::stream::unfold((file, 0u64), move |(mut file, pos)| {
+        let progress = progress.clone();
+        async move {
+            let mut buf = vec![0u8; 256 * 1024];
+            match file.read(&mut buf).await {
+                Ok(0) => None,
+                Ok(n) => {
+                    buf.truncate(n);
+                    let pos = pos + n as u64;
+                    if let Some(p) = &progress {
+                        p(pos);
+                    }
+                    Some((Ok::<Bytes, std::io::Error>(Bytes::from(buf)), (file, pos)))
+                }
+                Err(e) => Some((Err(e), (file, pos))),
             }
-            Err(e) => Some((Err(e), file)),
         }
     });
     Ok(reqwest::Body::wrap_stream(stream))
@@ -99,12 +113,22 @@ impl RegistryClient {
     /// Uploads the file at `path` as one blob, streaming it, unless it exists; returns
     /// its digest and size.
     pub async fn push_blob_file(&self, path: &Path) -> Result<(Digest, u64), RegistryError> {
+        self.push_blob_file_observed(path, None).await
+    }
+
+    /// [`RegistryClient::push_blob_file`], telling `progress` the bytes sent as they are
+    /// read (nothing when the registry has the blob already).
+    pub async fn push_blob_file_observed(
+        &self,
+        path: &Path,
+        progress: Option<UploadProgress>,
+    ) -> Result<(Digest, u64), RegistryError> {
         let (digest, len) = file_digest(path).await?;
         if self.blob_exists(&digest).await? {
             return Ok((digest, len));
         }
         let p = path.to_path_buf();
-        let body = move || file_body(p.clone());
+        let body = move || file_body(p.clone(), progress.clone());
         self.upload(&digest, len, &body).await?;
         Ok((digest, len))
     }

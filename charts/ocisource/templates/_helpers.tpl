@@ -59,9 +59,28 @@ app.kubernetes.io/component: source-controller
 {{- end }}
 {{- end }}
 
+{{/* Replica count: `replicas` (the older name) when set, else `replicaCount`. */}}
+{{- define "ocisource.replicas" -}}
+{{- if kindIs "invalid" .Values.replicas }}{{ int .Values.replicaCount }}{{ else }}{{ int .Values.replicas }}{{ end }}
+{{- end }}
+
 {{/* True when leader election is on: asked for, or needed because replicas > 1. */}}
 {{- define "ocisource.leaderElect" -}}
-{{- if or .Values.controller.leaderElect (gt (int .Values.replicas) 1) }}true{{ else }}false{{ end }}
+{{- if or .Values.controller.leaderElect (gt (int (include "ocisource.replicas" .)) 1) }}true{{ else }}false{{ end }}
+{{- end }}
+
+{{/*
+Pod securityContext: podSecurityContext, plus fsGroup 65532 when the storage is a claim
+(so the volume is writable by the image's user), unless podSecurityContext sets fsGroup
+(even to null) or the cluster is OpenShift (its SCC assigns the fsGroup).
+*/}}
+{{- define "ocisource.podSecurityContext" -}}
+{{- $ctx := deepCopy (.Values.podSecurityContext | default dict) }}
+{{- $openshift := .Capabilities.APIVersions.Has "security.openshift.io/v1" }}
+{{- if and (include "ocisource.claimName" .) (not (hasKey $ctx "fsGroup")) (not $openshift) }}
+{{- $_ := set $ctx "fsGroup" 65532 }}
+{{- end }}
+{{- toYaml $ctx }}
 {{- end }}
 
 {{/* Name of the claim holding the storage, empty for emptyDir. */}}
