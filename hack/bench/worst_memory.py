@@ -152,11 +152,14 @@ def main() -> None:
                     mock.stop()
                 if "error" in res:
                     raise RuntimeError(res["error"])
+                if res["ready"] < n:
+                    raise RuntimeError(f"{label} N={n}: {res['ready']}/{n} Ready: not a measurement "
+                                       "of successful merges")
                 row[label] = res["hwm_mib"]
                 row[f"{label}_patched"] = res["patched"]
             rows.append(row)
             print(f"[worst] N={n}: baseline {row['baseline']:.1f} MiB, "
-                  f"worst {row['worst']:.1f} MiB ({row['worst_patched']} objects patched)",
+                  f"worst {row['worst']:.1f} MiB ({n} objects Ready)",
                   file=sys.stderr)
         print(json.dumps(rows))
     finally:
