@@ -161,7 +161,7 @@ impl IgnoreRules {
 
     /// Flux's rules with `spec.ignore` set to `text`. An empty text (or comments only)
     /// leaves the defaults in force, as in Flux. Refused past [`MAX_SPEC_IGNORE_BYTES`]
-    /// (Flux has no cap): compiled patterns cost up to ~0.7 KiB per byte of text.
+    /// (Flux has no cap): compiled patterns cost up to ~0.75 KiB per byte of text.
     pub fn from_spec(text: &str) -> Result<Self, IgnoreError> {
         if text.len() > MAX_SPEC_IGNORE_BYTES {
             return Err(IgnoreError::TooLarge {

@@ -48,14 +48,14 @@ pub struct Limits {
 pub const MAX_NAME_BYTES: u64 = 4096;
 
 /// [`Limits::max_sourceignore_bytes`] by default. Compiled gitignore patterns cost far
-/// more than their text (about 0.6 KiB of memory per byte of complex globs, measured),
-/// so this stays small: a few hundred short lines.
+/// more than their text (up to 0.75 KiB of memory per byte of `**`/`*`/`{a,b}` globs,
+/// measured), so this stays small: a few hundred short lines.
 pub const MAX_SOURCEIGNORE_BYTES: u64 = 8 << 10;
 
 /// Longest `spec.ignore` accepted, for the same reason (Flux has no cap; its CRD has no
 /// `maxLength` and neither has ours, so the object is accepted and its condition says
 /// why it is refused). 32 KiB holds a thousand realistic lines; at the worst measured
-/// cost (0.64 KiB per byte of `**`/`*`/`{a,b}` globs) it compiles to ~21 MiB.
+/// cost it compiles to ~24 MiB (README "Memory: the worst case").
 pub const MAX_SPEC_IGNORE_BYTES: usize = 32 << 10;
 
 impl Default for Limits {
