@@ -30,7 +30,9 @@ fuzz_target!(|data: &[u8]| {
     };
 
     for tag in &tags {
-        let Some(v) = parse_tag(tag, mapping) else { continue };
+        let Some(v) = parse_tag(tag, mapping) else {
+            continue;
+        };
         let shown = v.to_string();
         assert_eq!(
             parse_tag(&shown, mapping).as_ref(),
