@@ -12,7 +12,9 @@
 # --timeout S  libFuzzer's per-input timeout in seconds (default 10)
 # --asan       build with AddressSanitizer (default: no sanitizer, the crate forbids
 #              unsafe code and the build is much faster)
-# No nightly toolchain is needed: the stable one runs with RUSTC_BOOTSTRAP=1.
+# No nightly toolchain is needed: the stable one runs with RUSTC_BOOTSTRAP=1. The build
+# goes to $OCISOURCE_FUZZ_TARGET (default ${OCISOURCE_CACHE:-~/.cache/ocisource}/fuzz-target,
+# outside the clone), so a fresh clone in CI reuses the compiled dependencies.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -28,13 +30,15 @@ while [ $# -gt 0 ]; do
     --timeout) timeout="$2"; shift 2 ;;
     --asan) sanitizer=address; shift ;;
     --build-only) build_only=1; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
 
 FUZZ_DIR="$ROOT/hack/fuzz"
+FUZZ_TARGET="${OCISOURCE_FUZZ_TARGET:-${OCISOURCE_CACHE:-$HOME/.cache/ocisource}/fuzz-target}"
+mkdir -p "$FUZZ_TARGET"
 export RUSTC_BOOTSTRAP=1
 if ! command -v cargo-fuzz >/dev/null; then
   log "installing cargo-fuzz"
@@ -42,7 +46,8 @@ if ! command -v cargo-fuzz >/dev/null; then
 fi
 
 # --codegen-units 16: a much faster build for a slightly slower fuzzer; CI pays the build.
-build=(--fuzz-dir "$FUZZ_DIR" -s "$sanitizer" --release --debug-assertions --codegen-units 16)
+build=(--fuzz-dir "$FUZZ_DIR" --target-dir "$FUZZ_TARGET" -s "$sanitizer" --release
+  --debug-assertions --codegen-units 16)
 log "building fuzz targets (sanitizer: $sanitizer)"
 build_start=$(date +%s)
 cargo fuzz build "${build[@]}"
@@ -54,7 +59,7 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 python3 "$FUZZ_DIR/make_seeds.py" "$ROOT"
 
-bin_dir="$FUZZ_DIR/target/x86_64-unknown-linux-gnu/release"
+bin_dir="$FUZZ_TARGET/x86_64-unknown-linux-gnu/release"
 logs="$FUZZ_DIR/logs"
 mkdir -p "$logs"
 failed=0

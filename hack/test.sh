@@ -4,7 +4,7 @@
 # real control plane and Flux's controllers from pinned Go modules and starts them on
 # 127.0.0.1 (hack/cluster.sh), then runs the Rust tests (unit, real registry, real API
 # server with real Flux consumers, mock API faults, end to end through the CLI), the
-# chart checks and the layering check.
+# chart checks, the layering check, and last a bounded fuzz run of every parser.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -41,4 +41,12 @@ BENCH_QUICK=1 BENCH_CHART=0 BENCH_BIN="$ROOT/target/debug/ocisource" hack/bench.
 grep -q '^| ' "$WORK/bench-quick.log" || { echo "bench smoke test printed no table" >&2; exit 1; }
 log "the demo (the README's main job)"
 hack/demo.sh >"$WORK/demo.log" 2>&1 || { tail -30 "$WORK/demo.log"; exit 1; }
+# Last, once nothing needs the cluster: it goes down so both cores fuzz. About a minute
+# per target (10 targets) under a 512 MiB RSS limit; any crash, timeout or OOM fails
+# the job. The fuzz build lives in the cache, outside the clone (hack/fuzz.sh).
+hack/cluster.sh down
+trap - EXIT
+log "fuzz: every target for ${OCISOURCE_FUZZ_SECONDS:-60} s (log: $WORK/fuzz.log)"
+hack/fuzz.sh --seconds "${OCISOURCE_FUZZ_SECONDS:-60}" >"$WORK/fuzz.log" 2>&1 || { tail -40 "$WORK/fuzz.log"; exit 1; }
+sed -n '/fuzz summary/,$p' "$WORK/fuzz.log" >&2
 log "all checks passed"

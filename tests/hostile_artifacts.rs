@@ -24,10 +24,24 @@ const RSS_BOUND_KIB: u64 = 128 << 10;
 
 /// Pushes `layer` as `hostile/<name>:v1` and pulls it under the limits.
 async fn pull_case(reg: &TestRegistry, name: &str, media: &str, layer: Vec<u8>) -> (String, Limited) {
+    pull_case_with(reg, name, media, layer, &[]).await
+}
+
+/// [`pull_case`] with more `pull` flags.
+async fn pull_case_with(
+    reg: &TestRegistry,
+    name: &str,
+    media: &str,
+    layer: Vec<u8>,
+    extra: &[String],
+) -> (String, Limited) {
     let repo = format!("hostile/{name}");
     let pushed = reg.push_artifact(&repo, "v1", &[(media, layer)], &[]).await;
     let url = format!("oci://{}/{repo}", reg.host());
-    let run = tokio::task::spawn_blocking(move || pull_limited(&url)).await.unwrap();
+    let extra = extra.to_vec();
+    let run = tokio::task::spawn_blocking(move || pull_limited(&url, &extra))
+        .await
+        .unwrap();
     let bound = RSS_BOUND_KIB;
     assert!(
         run.code.is_some(),
@@ -143,7 +157,7 @@ async fn names_of_256_mib_are_refused_before_they_are_read() {
 #[tokio::test]
 async fn many_long_unique_paths_stop_at_the_bookkeeping_cap() {
     let reg = TestRegistry::start(RegistryOpts::plain());
-    // 50,000 entries of ~4 KB unique paths (200 MB of names): the 32 MiB budget of
+    // 50,000 entries of ~4 KB unique paths (200 MB of names): the 16 MiB budget of
     // remembered paths ends the merge long before.
     let tail = vec!["p".repeat(250); 15].join("/");
     let mut layer = Layer::new();
@@ -151,7 +165,7 @@ async fn many_long_unique_paths_stop_at_the_bookkeeping_cap() {
         layer.long_named(format!("{i:08}/{tail}").as_bytes(), b"");
     }
     let (digest, run) = pull_case(&reg, "many-long-paths", GZ, layer.finish()).await;
-    assert_refused("many", &digest, &run, &["/pppp", "33554432 bytes"]);
+    assert_refused("many", &digest, &run, &["/pppp", "16777216 bytes"]);
 }
 
 #[tokio::test]
@@ -191,4 +205,38 @@ async fn a_deep_wide_tree_within_the_caps_pulls_in_linear_time() {
     let (_, run) = pull_case(&reg, "deep-wide", GZ, layer.finish()).await;
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     assert_eq!(run.files, vec![PathBuf::from("out/o.tar.gz")]);
+}
+
+/// Complex globs (the compiled form is what costs), just under `limit` bytes.
+fn complex_rules(limit: usize, prefix: &str) -> String {
+    let mut out = String::new();
+    for i in 0.. {
+        let line = format!("/{prefix}{i}/**/*.tmp{i}\n!/{prefix}{i}/keep[0-9]?.yaml\n");
+        if out.len() + line.len() > limit {
+            break;
+        }
+        out.push_str(&line);
+    }
+    out
+}
+
+#[tokio::test]
+async fn ignore_rules_at_their_caps_pull_within_the_bound_and_past_them_are_refused() {
+    let reg = TestRegistry::start(RegistryOpts::plain());
+    // MAX_SOURCEIGNORE_BYTES and MAX_SPEC_IGNORE_BYTES.
+    let (cap, spec_cap) = (8 << 10, 32 << 10);
+    let sourceignore = complex_rules(cap, "skip");
+    let layer = Layer::new()
+        .file(".sourceignore", sourceignore.as_bytes())
+        .file("app.yaml", b"a: 1\n")
+        .finish();
+    let spec = vec!["--ignore".to_string(), complex_rules(spec_cap, "spec")];
+    let (_, run) = pull_case_with(&reg, "rules-at-cap", GZ, layer, &spec).await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(run.files, vec![PathBuf::from("out/o.tar.gz")]);
+
+    let over = format!("{sourceignore}{}", complex_rules(1024, "more"));
+    let layer = Layer::new().file("d/.sourceignore", over.as_bytes()).finish();
+    let (digest, run) = pull_case(&reg, "rules-over-cap", GZ, layer).await;
+    assert_refused("rules", &digest, &run, &["d/.sourceignore", "8192 bytes together"]);
 }

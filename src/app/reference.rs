@@ -96,6 +96,9 @@ pub fn ignore_rules(flag: &str, text: &str) -> Result<IgnoreRules, AppError> {
         IgnoreError::Pattern { line, message, .. } => {
             AppError::Input(format!("invalid {flag} pattern '{line}': {message}"))
         }
+        IgnoreError::TooLarge { bytes, limit, .. } => AppError::Input(format!(
+            "invalid {flag}: {bytes} bytes of ignore rules, over the {limit}-byte cap (compiled patterns cost memory): fold many paths into broader patterns such as '*.ext' or 'dir/'"
+        )),
     })
 }
 

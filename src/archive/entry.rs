@@ -177,8 +177,8 @@ impl<W: Write + Send + 'static> Merger<W> {
         tar: &mut TarStream<R>,
     ) -> Result<Vec<u8>, Step> {
         let limit = self.limits.max_sourceignore_bytes;
-        // Each file counts at least a tar block, which also caps how many there are.
-        self.found_bytes = self.found_bytes.saturating_add(size.max(512));
+        // Each file counts at least 64 bytes, which also caps how many there are.
+        self.found_bytes = self.found_bytes.saturating_add(size.max(64));
         if self.found_bytes > limit {
             return Err(ArchiveError::SourceIgnoreTooLarge {
                 layer: digest.clone(),

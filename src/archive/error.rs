@@ -178,7 +178,7 @@ pub enum ArchiveError {
         limit: u64,
     },
     /// `.sourceignore` files over their cap, together (`limits.max_sourceignore_bytes`).
-    #[error("failed to read '{path}' of layer {layer}: the artifact's .sourceignore files hold more than {limit} bytes together (each counts at least 512): use fewer, shorter ones")]
+    #[error("failed to read '{path}' of layer {layer}: the artifact's .sourceignore files hold more than {limit} bytes together (each counts at least 64): use fewer, shorter ones")]
     SourceIgnoreTooLarge {
         /// Layer digest.
         layer: Digest,

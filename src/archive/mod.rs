@@ -116,7 +116,7 @@ pub struct Merger<W: Write + Send + 'static> {
     second_pass: bool,
     collect_only: bool,
     found: Vec<(String, String)>,
-    /// `.sourceignore` bytes read so far (each file counts at least 512).
+    /// `.sourceignore` bytes read so far (each file counts at least 64).
     found_bytes: u64,
     /// Paths visited by `.sourceignore` change checks so far.
     checked: u64,

@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
 
+use super::limits::MAX_SPEC_IGNORE_BYTES;
+
 /// Flux's VCS patterns (`sourceignore.ExcludeVCS`): applied whatever the list holds.
 pub const FLUX_VCS_EXCLUSIONS: &str = "\
 .git/
@@ -64,6 +66,16 @@ pub enum IgnoreError {
         line: String,
         /// What the glob parser said.
         message: String,
+    },
+    /// The rules are longer than their cap.
+    #[error("{origin} is {bytes} bytes, over the {limit}-byte cap on ignore rules (compiled patterns cost memory): shorten it, e.g. fold many paths into broader patterns such as '*.ext' or 'dir/'")]
+    TooLarge {
+        /// Where the rules come from: `spec.ignore`.
+        origin: String,
+        /// Their length.
+        bytes: usize,
+        /// The cap.
+        limit: usize,
     },
 }
 
@@ -148,8 +160,16 @@ impl IgnoreRules {
     }
 
     /// Flux's rules with `spec.ignore` set to `text`. An empty text (or comments only)
-    /// leaves the defaults in force, as in Flux.
+    /// leaves the defaults in force, as in Flux. Refused past [`MAX_SPEC_IGNORE_BYTES`]
+    /// (Flux has no cap): compiled patterns cost up to ~0.75 KiB per byte of text.
     pub fn from_spec(text: &str) -> Result<Self, IgnoreError> {
+        if text.len() > MAX_SPEC_IGNORE_BYTES {
+            return Err(IgnoreError::TooLarge {
+                origin: "spec.ignore".into(),
+                bytes: text.len(),
+                limit: MAX_SPEC_IGNORE_BYTES,
+            });
+        }
         Ok(Self {
             spec: compile("spec.ignore", text)?,
             ..Self::flux_default()
@@ -498,5 +518,29 @@ mod tests {
         }
         assert!(many.is_ignored("a/b/c/logo.png", false) && !many.is_ignored("a/b/c/d.txt", false));
         assert!(few.is_ignored("a/local/f", false) && !few.is_ignored("a/b/keep.txt", false));
+    }
+
+    #[test]
+    fn spec_ignore_is_capped() {
+        let at_cap = "#".repeat(MAX_SPEC_IGNORE_BYTES);
+        assert!(IgnoreRules::from_spec(&at_cap).is_ok());
+        let err = IgnoreRules::from_spec(&format!("{at_cap}\n"))
+            .unwrap_err()
+            .to_string();
+        let size = format!("is {} bytes", MAX_SPEC_IGNORE_BYTES + 1);
+        for part in ["spec.ignore", &size, "32768-byte cap", "shorten it"] {
+            assert!(err.contains(part), "{part} in {err}");
+        }
+    }
+
+    /// A Flux user's realistic list (a thousand lines) passes unchanged.
+    #[test]
+    fn a_thousand_realistic_lines_fit_under_the_spec_cap() {
+        let text: String = (0..1000)
+            .map(|i| format!("/deploy/overlays/env-{i:04}/\n"))
+            .collect();
+        let rules = IgnoreRules::from_spec(&text).unwrap();
+        assert!(rules.is_ignored("deploy/overlays/env-0999/a.yaml", false));
+        assert!(!rules.is_ignored("deploy/base/a.yaml", false));
     }
 }

@@ -37,7 +37,8 @@ pub struct Limits {
     /// Memory for the merge's bookkeeping (which paths won, which are whited out): every
     /// remembered path component costs its name plus a fixed per-record size.
     pub max_remembered_bytes: u64,
-    /// All `.sourceignore` files of an artifact together, in bytes.
+    /// All `.sourceignore` files of an artifact together, in bytes (each counts at least
+    /// 64, which also caps how many there are).
     pub max_sourceignore_bytes: u64,
     /// Largest zstd window a layer may ask for (the decoder allocates it).
     pub max_zstd_window_bytes: u64,
@@ -46,8 +47,16 @@ pub struct Limits {
 /// [`Limits::max_name_bytes`] by default: PATH_MAX.
 pub const MAX_NAME_BYTES: u64 = 4096;
 
-/// [`Limits::max_sourceignore_bytes`] by default.
-pub const MAX_SOURCEIGNORE_BYTES: u64 = 1 << 20;
+/// [`Limits::max_sourceignore_bytes`] by default. Compiled gitignore patterns cost far
+/// more than their text (up to 0.75 KiB of memory per byte of `**`/`*`/`{a,b}` globs,
+/// measured), so this stays small: a few hundred short lines.
+pub const MAX_SOURCEIGNORE_BYTES: u64 = 8 << 10;
+
+/// Longest `spec.ignore` accepted, for the same reason (Flux has no cap; its CRD has no
+/// `maxLength` and neither has ours, so the object is accepted and its condition says
+/// why it is refused). 32 KiB holds a thousand realistic lines; at the worst measured
+/// cost it compiles to ~24 MiB (README "Memory: the worst case").
+pub const MAX_SPEC_IGNORE_BYTES: usize = 32 << 10;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -63,7 +72,7 @@ impl Default for Limits {
             max_name_bytes: MAX_NAME_BYTES,
             max_path_depth: 256,
             max_pax_bytes: 64 << 10,
-            max_remembered_bytes: 32 << 20,
+            max_remembered_bytes: 16 << 20,
             max_sourceignore_bytes: MAX_SOURCEIGNORE_BYTES,
             // The window the zstd format asks every decoder to support (level 19 uses it).
             max_zstd_window_bytes: 8 << 20,

@@ -149,9 +149,9 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Runs `ocisource pull <url> --tag v1 --insecure --output-file out/o.tar.gz` under
+/// Runs `ocisource pull <url> --tag v1 --insecure --output-file out/o.tar.gz <extra>` under
 /// `prlimit`, in a fresh sandbox directory used as cwd, HOME and TMPDIR.
-pub fn pull_limited(url: &str) -> Limited {
+pub fn pull_limited(url: &str, extra: &[String]) -> Limited {
     let sandbox = tempfile::tempdir().unwrap();
     let root = sandbox.path();
     for d in ["out", "home", "tmp"] {
@@ -163,6 +163,7 @@ pub fn pull_limited(url: &str) -> Limited {
         .arg("--")
         .arg(env!("CARGO_BIN_EXE_ocisource"))
         .args(["pull", url, "--tag", "v1", "--insecure", "--output-file", "out/o.tar.gz"])
+        .args(extra)
         .current_dir(root)
         .env("HOME", root.join("home"))
         .env("TMPDIR", root.join("tmp"))

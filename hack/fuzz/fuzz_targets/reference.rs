@@ -86,8 +86,12 @@ fuzz_target!(|data: &[u8]| {
             let d = Digest::of(t.as_bytes());
             assert_eq!(revision(Some(&t), &d), format!("{t}@{d}"));
         }
-        Ok(RefSpec::Semver { range_text, .. }) => {
-            assert!(!range_text.trim().is_empty());
+        Ok(RefSpec::Semver(semver)) => {
+            assert!(!semver.range.trim().is_empty());
+            // Compiling may refuse the range or filter, with a message; never a panic.
+            if let Err(e) = semver.compile() {
+                assert!(!e.to_string().is_empty());
+            }
         }
         Err(e) => assert!(!e.to_string().is_empty()),
     }

@@ -1,7 +1,8 @@
 //! Semver constraints and the tag choice: `VersionRange::parse` (`spec.ref.semver`),
 //! `parse_tag` on registry tags, and `choose_tag` with an optional `semverFilter` regex.
 //!
-//! Input fields (separated by `FIELD`): range, filter regex, then tags one per line.
+//! Input fields (separated by `FIELD`): range, filter regex, then tags one per line; the
+//! low bit of the first byte picks the tag mapping (plain, or Helm's `_` for `+`).
 //!
 //! Checked: a parsed tag re-renders to a tag that parses to the same version; `=v` and
 //! `>=v` ranges admit `v` and `<v` does not; the chosen tag passes the filter and the
@@ -9,7 +10,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ocisource::domain::semver_range::{choose_tag, parse_tag, VersionRange};
+use ocisource::domain::semver_range::{choose_tag, parse_tag, TagMapping, VersionRange};
 use ocisource_fuzz::{field, split, FIELD};
 use semver::Version;
 
@@ -22,12 +23,19 @@ fuzz_target!(|data: &[u8]| {
     let filter_text = field(&parts, 1);
     let tags_text = field(&parts, 2);
     let tags: Vec<&str> = tags_text.lines().take(MAX_TAGS).collect();
+    let mapping = if data.first().is_some_and(|b| b & 1 == 1) {
+        TagMapping::HelmChart
+    } else {
+        TagMapping::Plain
+    };
 
     for tag in &tags {
-        let Some(v) = parse_tag(tag) else { continue };
+        let Some(v) = parse_tag(tag, mapping) else {
+            continue;
+        };
         let shown = v.to_string();
         assert_eq!(
-            parse_tag(&shown).as_ref(),
+            parse_tag(&shown, mapping).as_ref(),
             Some(&v),
             "tag {tag:?} → {shown}"
         );
@@ -67,9 +75,9 @@ fuzz_target!(|data: &[u8]| {
         if filter.as_ref().is_some_and(|f| !f.is_match(t)) {
             return None;
         }
-        parse_tag(t).filter(|v| range.matches(v))
+        parse_tag(t, mapping).filter(|v| range.matches(v))
     };
-    match choose_tag(tags.iter().copied(), &range, filter.as_ref()) {
+    match choose_tag(tags.iter().copied(), &range, filter.as_ref(), mapping) {
         Some((tag, v)) => {
             assert_eq!(
                 admitted(tag).as_ref(),
