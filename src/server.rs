@@ -31,7 +31,7 @@ pub use metrics::Metrics;
 pub fn artifact_router(storage_root: PathBuf) -> Router {
     Router::new()
         .fallback(artifact)
-        .with_state(Arc::new(storage_root))
+        .with_state(Arc::new(artifact::Root::new(storage_root)))
 }
 
 /// The probes only: `/healthz`, and `/readyz` (200 once `ready` is true).
@@ -70,7 +70,7 @@ async fn render_metrics(State(metrics): State<Arc<Metrics>>) -> Response {
     ([(header::CONTENT_TYPE, content_type)], metrics.render()).into_response()
 }
 
-async fn artifact(State(root): State<Arc<PathBuf>>, request: Request) -> Response {
+async fn artifact(State(root): State<Arc<artifact::Root>>, request: Request) -> Response {
     let method = request.method().clone();
     if method != Method::GET && method != Method::HEAD {
         return (

@@ -6,8 +6,9 @@
 //! `Accept-Ranges: bytes`. Several ranges in one request are answered with the whole
 //! file, which RFC 9110 allows.
 //!
-//! Each request costs one hand-off to the blocking pool to check and open the file (the
-//! path is canonicalised and must stay under the storage root; the file is opened
+//! Each request costs one hand-off to the blocking pool to check and open the file (its
+//! path is canonicalised and must stay under the storage root, itself canonicalised once;
+//! the file is opened
 //! non-blocking and checked through its handle, so a FIFO or device is a 404, not a hung
 //! request), which also reads a small file or range whole; larger bodies are read with
 //! positioned reads (`pread`) of [`CHUNK`] bytes, one hand-off each, never the whole file.
@@ -18,7 +19,7 @@
 use std::fs::File;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
@@ -27,12 +28,38 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 
 /// A body up to this size is read in the same hand-off that opens the file.
-pub(super) const SMALL: usize = 64 * 1024;
+const SMALL: usize = 64 * 1024;
 
 /// Read size per chunk when streaming a larger body: fewer hand-offs to the blocking pool
 /// (each costs two thread wake-ups), at the price of this much memory per download that
 /// waits on a slow client.
-pub(super) const CHUNK: usize = 256 * 1024;
+const CHUNK: usize = 256 * 1024;
+
+/// The storage root, canonicalised once it exists: it does not move while the server
+/// runs, so each request resolves only its own path.
+pub(super) struct Root {
+    given: PathBuf,
+    canonical: OnceLock<PathBuf>,
+}
+
+impl Root {
+    /// The root at `given` (which may not exist yet).
+    pub(super) fn new(given: PathBuf) -> Self {
+        Self {
+            given,
+            canonical: OnceLock::new(),
+        }
+    }
+
+    /// The canonical root, or `None` while it does not exist.
+    fn canonical(&self) -> Option<&Path> {
+        if let Some(c) = self.canonical.get() {
+            return Some(c);
+        }
+        let c = std::fs::canonicalize(&self.given).ok()?;
+        Some(self.canonical.get_or_init(|| c))
+    }
+}
 
 /// A stored file, checked and opened.
 struct Opened {
@@ -44,7 +71,7 @@ struct Opened {
 
 /// What the request's `Range` asks for, against a file of a known length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Wanted {
+enum Wanted {
     /// The whole file (no `Range`, one the server ignores, or several ranges).
     Whole,
     /// Bytes `start..=end`.
@@ -56,7 +83,7 @@ pub(super) enum Wanted {
 /// The response to `method` for the file at `relative` under `root` (404 for anything
 /// that is not a visible regular file inside it).
 pub(super) async fn serve(
-    root: Arc<PathBuf>,
+    root: Arc<Root>,
     relative: PathBuf,
     method: Method,
     headers: HeaderMap,
@@ -177,7 +204,7 @@ fn etag_listed(list: &str, tag: &str) -> bool {
 }
 
 /// A single `bytes=` range against a file of `len` bytes; anything else is the whole file.
-pub(super) fn byte_range(value: &str, len: u64) -> Wanted {
+fn byte_range(value: &str, len: u64) -> Wanted {
     let Some(spec) = value.trim().strip_prefix("bytes=") else {
         return Wanted::Whole;
     };
@@ -247,10 +274,10 @@ fn seconds(t: SystemTime) -> u64 {
 
 /// Opens `relative` under `root` if it is a regular file that stays inside the root once
 /// symlinks are resolved. Blocking.
-fn open_checked(root: &Path, relative: &Path) -> Option<Opened> {
-    let root = std::fs::canonicalize(root).ok()?;
+fn open_checked(root: &Root, relative: &Path) -> Option<Opened> {
+    let root = root.canonical()?;
     let full = std::fs::canonicalize(root.join(relative)).ok()?;
-    if !full.starts_with(&root) {
+    if !full.starts_with(root) {
         return None;
     }
     let file = std::fs::OpenOptions::new()
