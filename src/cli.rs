@@ -261,7 +261,8 @@ pub struct VerifyFlags {
         conflicts_with = "certificate_identity_regexp"
     )]
     pub certificate_identity: Option<String>,
-    /// Keyless: regex the certificate's identity (SAN) must match in full.
+    /// Keyless: regex searched for in the certificate's identity (SAN), as in cosign and
+    /// Flux; anchor it with ^...$ to match in full.
     #[arg(long, value_name = "REGEX")]
     pub certificate_identity_regexp: Option<String>,
     /// Keyless: the certificate's OIDC issuer, exactly.
@@ -271,7 +272,8 @@ pub struct VerifyFlags {
         conflicts_with = "certificate_oidc_issuer_regexp"
     )]
     pub certificate_oidc_issuer: Option<String>,
-    /// Keyless: regex the certificate's OIDC issuer must match in full.
+    /// Keyless: regex searched for in the certificate's OIDC issuer, as in cosign and
+    /// Flux; anchor it with ^...$ to match in full.
     #[arg(long, value_name = "REGEX")]
     pub certificate_oidc_issuer_regexp: Option<String>,
     /// Sigstore trusted_root.json for a self-hosted Sigstore (default: the bundled public-good root).

@@ -80,7 +80,7 @@ Examples:
     --certificate-identity https://github.com/org/repo/.github/workflows/release.yaml@refs/tags/v1.0.0 \\
     --certificate-oidc-issuer https://token.actions.githubusercontent.com
 
-  # Keyless with regular expressions (each must match in full)
+  # Keyless with regular expressions (searched for, as in cosign: anchored here with ^...$)
   ocisource verify oci://ghcr.io/org/app-config:v1.0.0 \\
     --certificate-identity-regexp '^https://github.com/org/.*$' \\
     --certificate-oidc-issuer-regexp '^https://token.actions.githubusercontent.com$'
