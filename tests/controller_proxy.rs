@@ -24,7 +24,6 @@ fn run(no_proxy: Option<&str>) -> (Option<String>, String) {
     let proxy = TcpListener::bind("127.0.0.1:0").unwrap();
     let proxy_url = format!("http://{}", proxy.local_addr().unwrap());
     let seen = std::thread::spawn(move || {
-        proxy.set_nonblocking(false).unwrap();
         let (stream, _) = proxy.accept().ok()?;
         stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
         let mut line = String::new();

@@ -510,15 +510,7 @@ async fn basic_auth_from_creds_and_docker_config() {
     )
     .unwrap();
     let out2 = Command::new(env!("CARGO_BIN_EXE_ocisource"))
-        .args([
-            "pull",
-            &url,
-            "--insecure",
-            "--tag",
-            "v1",
-            "--output-file",
-            o,
-        ])
+        .args(args)
         .env("DOCKER_CONFIG", &cfg)
         .output()
         .unwrap();
