@@ -14,9 +14,10 @@ ensure_venv
 "$VENV/bin/pip" install --quiet --disable-pip-version-check -r hack/chart/requirements.txt
 export PATH="$VENV/bin:$PATH"
 
-# The Go builds (first run only) overlap the Rust build; both are needed before the tests.
+# The Go builds (first run only) overlap the Rust build; both are needed before the tests
+# (build-all: also Flux's source-controller and the flux CLI, for the drop-in tests).
 log "control plane and Flux controllers: build or reuse (log: $WORK/cluster-build.log)"
-nice -n 10 hack/cluster.sh build >"$WORK/cluster-build.log" 2>&1 &
+nice -n 10 hack/cluster.sh build-all >"$WORK/cluster-build.log" 2>&1 &
 cluster_build=$!
 log "cargo build (tests and binary)"
 cargo build --all-targets --quiet
@@ -24,7 +25,10 @@ wait "$cluster_build" || { tail -40 "$WORK/cluster-build.log"; exit 1; }
 cat "${OCISOURCE_CACHE:-$HOME/.cache/ocisource}/harness/build-times.txt" 2>/dev/null | sed 's/^/  built: /' >&2 || true
 trap 'hack/cluster.sh down' EXIT
 hack/cluster.sh up
-hack/cluster.sh flux
+# Flux's own source-controller runs beside ocisource with Flux's sharding exclusion, as a
+# user's would in drop-in mode (tests/cluster_drop_in.rs); objects labelled
+# sharding.fluxcd.io/key are ocisource's.
+SOURCE_CONTROLLER_ARGS='--watch-label-selector=!sharding.fluxcd.io/key' hack/cluster.sh flux source-controller
 eval "$(hack/cluster.sh env)"
 export OCISOURCE_REQUIRE_CLUSTER=1
 

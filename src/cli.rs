@@ -79,6 +79,10 @@ pub struct RbacArgs {
     /// (ObjectLevelWorkloadIdentity: `create` on `serviceaccounts/token`).
     #[arg(long, value_name = "GATES", default_value = "", value_parser = feature_gates)]
     pub feature_gates: FeatureGates,
+    /// The rules of the drop-in mode too (`--flux-drop-in-selector`): Flux's own
+    /// OCIRepository objects and their status.
+    #[arg(long)]
+    pub flux_drop_in: bool,
 }
 
 /// `ocisource controller`: flags in the spirit of Flux's source-controller. Boolean flags
@@ -109,6 +113,14 @@ pub struct ControllerArgs {
     /// Only reconcile objects matching this label selector (sharding).
     #[arg(long)]
     pub watch_label_selector: Option<String>,
+    /// Drop-in mode: also reconcile Flux's own `source.toolkit.fluxcd.io/v1`
+    /// OCIRepository objects that match this label selector, e.g.
+    /// `sharding.fluxcd.io/key=ocisource` (give Flux's source-controller
+    /// `--watch-label-selector='!sharding.fluxcd.io/key'` so it leaves them alone). Their
+    /// status is written as Flux's source-controller writes it, and Flux's consumers read
+    /// them unchanged. Off when unset.
+    #[arg(long, value_name = "SELECTOR")]
+    pub flux_drop_in_selector: Option<String>,
     /// Refuse references to objects in other namespaces. OCIRepository only references
     /// Secrets in its own namespace, so this is accepted for compatibility with Flux.
     #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]

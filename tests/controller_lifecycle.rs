@@ -22,7 +22,7 @@ use controller_fixtures::{
 };
 use ocisource::api::OciRepository;
 use ocisource::controller::leader::{try_acquire, LeaseConfig};
-use ocisource::controller::startup::{check_storage, StartupReport};
+use ocisource::controller::startup::{check_storage, check_storage_kinds, StartupReport};
 use ocisource::storage::Storage;
 use support::{sha256, tar_gz, RegistryOpts};
 
@@ -228,6 +228,52 @@ fn startup_check_deletes_tampered_reports_missing_and_removes_orphans() {
     assert!(!storage.exists(&orphan));
     assert!(!dir.path().join(&stale).exists());
     assert_eq!(storage.list_artifacts().unwrap(), vec![good]);
+}
+
+/// Drop-in mode: Flux's kind has its own folder; its orphans go only while the mode is on
+/// (with it off, the folders are left for when it comes back); an artifact path in Flux's
+/// source-controller's store (an object just taken over) is neither checked nor missing.
+#[test]
+fn startup_check_covers_fluxs_kind_only_in_drop_in_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Storage::new(dir.path());
+    let write = |rel: &str, bytes: &[u8]| {
+        let path = dir.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+        rel.to_string()
+    };
+    let kept = write(&format!("flux/ocirepository/{NS}/kept/a.tar.gz"), b"flux bytes");
+    let orphan = write(&format!("flux/ocirepository/{NS}/gone/a.tar.gz"), b"no object");
+    let flux_object = |name: &str, path: &str, digest: &str| -> ocisource::api::FluxOciRepository {
+        serde_json::from_value(json!({
+            "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "OCIRepository",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"url": "oci://127.0.0.1:1/x", "interval": "1m"},
+            "status": {"artifact": {"path": path, "url": format!("http://h/{path}"),
+                "revision": "v1@sha256:00", "digest": digest,
+                "lastUpdateTime": "2026-07-02T10:00:00Z"}}}))
+        .unwrap()
+    };
+    let flux = [
+        flux_object("kept", &kept, &sha256(b"flux bytes")),
+        // Taken over from source-controller: its path is in that controller's store.
+        flux_object("moved", &format!("ocirepository/{NS}/moved/b.tar.gz"), &sha256(b"x")),
+    ];
+
+    let off = check_storage_kinds(&storage, &[], None).unwrap();
+    assert_eq!(off, StartupReport::default(), "drop-in off: Flux's folders are left alone");
+    assert!(storage.exists(&orphan));
+
+    let on = check_storage_kinds(&storage, &[], Some(&flux)).unwrap();
+    assert_eq!(
+        on,
+        StartupReport {
+            orphans: vec![format!("flux/ocirepository/{NS}/gone")],
+            ..StartupReport::default()
+        }
+    );
+    assert_eq!(storage.list_artifacts().unwrap(), vec![kept]);
 }
 
 fn lease_config(name: &str) -> LeaseConfig {

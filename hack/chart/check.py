@@ -56,6 +56,10 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "object-identity": {"controller": {"objectLevelWorkloadIdentity": True}},
     "object-identity-cluster-wide": {"controller": {"objectLevelWorkloadIdentity": True},
                                      "watchAllNamespaces": True},
+    "flux-drop-in": {"controller": {"fluxDropInSelector": "sharding.fluxcd.io/key=ocisource"}},
+    "flux-drop-in-cluster-wide": {"controller": {"fluxDropInSelector": "sharding.fluxcd.io/key=ocisource",
+                                                 "objectLevelWorkloadIdentity": True},
+                                  "watchAllNamespaces": True},
     "flux-shards": {"networkPolicy": {"extraArtifactConsumers": [
         {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "flux-system"}},
          "podSelector": {"matchLabels": {"app": app}}}
@@ -244,11 +248,16 @@ def main() -> int:
 
     binary = os.environ.get("OCISOURCE_BIN", str(ROOT / "target" / "debug" / "ocisource"))
     expected: set | None
-    gated: set | None = None
+    # The rules `ocisource rbac` prints for (object-level identity gate, drop-in mode).
+    optional: dict[tuple[bool, bool], set] = {}
     try:
         expected = rules_from_binary(binary)
         report.check(f"rbac: rules read from `{binary} rbac`", True)
-        gated = rules_from_binary(binary, f"--feature-gates={OBJECT_IDENTITY_GATE}=true")
+        for gate in (False, True):
+            for drop_in in (False, True):
+                flags = ([f"--feature-gates={OBJECT_IDENTITY_GATE}=true"] if gate else []) + \
+                    (["--flux-drop-in"] if drop_in else [])
+                optional[(gate, drop_in)] = rules_from_binary(binary, *flags)
     except RulesUnavailable as e:
         expected = None
         report.check("rbac: rules read from `ocisource rbac`", False, str(e))
@@ -264,8 +273,13 @@ def main() -> int:
         values = merged(overrides)
         objs = render(CHART, overrides)
         gate_on = bool(values["controller"].get("objectLevelWorkloadIdentity"))
-        scenario_checks(name, objs, values, gated if gate_on else expected, report, binary)
+        drop_in = values["controller"].get("fluxDropInSelector") or ""
+        wanted = optional.get((gate_on, bool(drop_in)), expected) if expected is not None else None
+        scenario_checks(name, objs, values, wanted, report, binary)
         args = checks.container_args(find(objs, "Deployment")[0])
+        report.check(f"{name}: --flux-drop-in-selector follows controller.fluxDropInSelector",
+                     args.get("--flux-drop-in-selector", "") == drop_in,
+                     f"got {args.get('--flux-drop-in-selector')!r}")
         report.check(f"{name}: --feature-gates follows controller.objectLevelWorkloadIdentity",
                      (args.get("--feature-gates") == f"{OBJECT_IDENTITY_GATE}=true") == gate_on,
                      f"got {args.get('--feature-gates')!r}")

@@ -1,17 +1,19 @@
 //! Kubernetes wire types: the `OCIRepository` CRD (`ocisource.dev/v1beta1`), Flux's
-//! `Artifact` and `ExternalArtifact`, condition and reason names, spec validation, and the
+//! own `OCIRepository` (drop-in mode), Flux's `Artifact` and `ExternalArtifact`, condition and reason names, spec validation, and the
 //! RBAC rule list. Serialisation and schema only: nothing here talks to the API server,
 //! and nothing here imports the reconciler, adapters, tokio or axum.
 
 pub mod artifact;
 pub mod conditions;
 pub mod external_artifact;
+pub mod flux_ocirepository;
 pub mod ocirepository;
 pub mod rbac;
 pub mod validate;
 
 pub use artifact::Artifact;
 pub use external_artifact::{ExternalArtifact, ExternalArtifactSpec, ExternalArtifactStatus};
+pub use flux_ocirepository::{Flavour, FluxOciRepository};
 pub use ocirepository::{OciRepository, OciRepositorySpec, OciRepositoryStatus};
 
 use kube::CustomResourceExt;

@@ -80,10 +80,37 @@ pub const OBJECT_LEVEL_IDENTITY_RULES: &[Rule] = &[Rule {
     why: "request tokens for objects' ServiceAccounts (object-level workload identity)",
 }];
 
-/// [`RULES`] (and [`OBJECT_LEVEL_IDENTITY_RULES`] when `object_level_identity`) as the
-/// YAML list that goes under a Role's or ClusterRole's `rules:`, one comment line per
-/// rule saying why.
-pub fn rules_yaml(object_level_identity: bool) -> String {
+/// The API calls of the drop-in mode (`--flux-drop-in-selector`, the chart's
+/// `fluxDropIn.enabled`): Flux's own OCIRepository objects, watched, their finalizer
+/// (`finalizers.fluxcd.io`) added and removed, their status written.
+pub const FLUX_DROP_IN_RULES: &[Rule] = &[
+    Rule {
+        group: "source.toolkit.fluxcd.io",
+        resources: &["ocirepositories"],
+        verbs: &["get", "list", "watch", "patch"],
+        why: "drop-in mode: watch Flux's OCIRepository objects and add or remove their finalizer",
+    },
+    Rule {
+        group: "source.toolkit.fluxcd.io",
+        resources: &["ocirepositories/status"],
+        verbs: &["patch"],
+        why: "drop-in mode: publish the status of Flux's OCIRepository objects",
+    },
+];
+
+/// Which optional rules a controller needs, after its flags.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Optional {
+    /// `--feature-gates=ObjectLevelWorkloadIdentity=true`.
+    pub object_level_identity: bool,
+    /// `--flux-drop-in-selector` is set.
+    pub flux_drop_in: bool,
+}
+
+/// [`RULES`] (and [`OBJECT_LEVEL_IDENTITY_RULES`], [`FLUX_DROP_IN_RULES`] when asked for)
+/// as the YAML list that goes under a Role's or ClusterRole's `rules:`, one comment line
+/// per rule saying why.
+pub fn rules_yaml(optional: Optional) -> String {
     let list = |items: &[&str]| {
         items
             .iter()
@@ -92,12 +119,10 @@ pub fn rules_yaml(object_level_identity: bool) -> String {
             .join(", ")
     };
     let mut out = String::new();
-    let gated: &[Rule] = if object_level_identity {
-        OBJECT_LEVEL_IDENTITY_RULES
-    } else {
-        &[]
-    };
-    for rule in RULES.iter().chain(gated) {
+    let pick = |on: bool, rules: &'static [Rule]| if on { rules } else { &[] };
+    let gated = pick(optional.object_level_identity, OBJECT_LEVEL_IDENTITY_RULES);
+    let drop_in = pick(optional.flux_drop_in, FLUX_DROP_IN_RULES);
+    for rule in RULES.iter().chain(gated).chain(drop_in) {
         // Writing to a String cannot fail.
         let _ = write!(
             out,
@@ -125,7 +150,8 @@ mod tests {
             resources: Vec<String>,
             verbs: Vec<String>,
         }
-        let parsed: Vec<Parsed> = serde_yaml::from_str(&rules_yaml(false)).unwrap();
+        let parsed: Vec<Parsed> =
+            serde_yaml::from_str(&rules_yaml(Optional::default())).unwrap();
         assert_eq!(parsed.len(), RULES.len());
         for (p, r) in parsed.iter().zip(RULES) {
             assert_eq!(p.api_groups, vec![r.group.to_string()]);
@@ -146,8 +172,27 @@ mod tests {
     #[test]
     fn the_token_rule_comes_only_with_the_gate() {
         let token = "resources: [\"serviceaccounts/token\"]\n  verbs: [\"create\"]";
-        assert!(!rules_yaml(false).contains("serviceaccounts/token"));
-        assert!(rules_yaml(true).contains(token), "{}", rules_yaml(true));
-        assert!(rules_yaml(true).starts_with(&rules_yaml(false)));
+        let off = rules_yaml(Optional::default());
+        let on = rules_yaml(Optional {
+            object_level_identity: true,
+            ..Optional::default()
+        });
+        assert!(!off.contains("serviceaccounts/token"));
+        assert!(on.contains(token), "{on}");
+        assert!(on.starts_with(&off));
+    }
+
+    #[test]
+    fn fluxs_kind_is_granted_only_in_drop_in_mode() {
+        let flux = "apiGroups: [\"source.toolkit.fluxcd.io\"]\n  resources: [\"ocirepositories\"]";
+        let off = rules_yaml(Optional::default());
+        let on = rules_yaml(Optional {
+            flux_drop_in: true,
+            ..Optional::default()
+        });
+        assert!(!off.contains(flux), "{off}");
+        assert!(on.contains(flux), "{on}");
+        assert!(on.contains("\"ocirepositories/status\"]\n  verbs: [\"patch\"]"));
+        assert!(on.starts_with(&off));
     }
 }

@@ -15,7 +15,7 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::api::OciRepository;
+use crate::api::{FluxOciRepository, OciRepository};
 use crate::cli::ControllerArgs;
 use crate::controller::leader::{self, LeaseConfig};
 use crate::controller::secrets::KubeSecrets;
@@ -181,8 +181,30 @@ async fn prepare(
     let list = api.list(&ListParams::default()).await.map_err(|e| {
         AppError::Failed(format!("failed to list OCIRepositories (is the CRD installed? run 'ocisource crd | kubectl apply -f -'): {e}"))
     })?;
+    let flux = match &args.flux_drop_in_selector {
+        Some(selector) => {
+            let api: Api<FluxOciRepository> = match &namespace {
+                Some(ns) => Api::namespaced(client.clone(), ns),
+                None => Api::all(client.clone()),
+            };
+            let list = api
+                .list(&ListParams::default().labels(selector))
+                .await
+                .map_err(|e| {
+                    AppError::Failed(format!(
+                        "--flux-drop-in-selector is set but Flux's OCIRepository objects                          (source.toolkit.fluxcd.io/v1) cannot be listed (is Flux installed,                          and does the controller's role grant them? see 'ocisource rbac                          --flux-drop-in'): {e}"
+                    ))
+                })?;
+            Some(list.items)
+        }
+        None => None,
+    };
     let check = storage.clone();
-    match tokio::task::spawn_blocking(move || startup::check_storage(&check, &list.items)).await {
+    match tokio::task::spawn_blocking(move || {
+        startup::check_storage_kinds(&check, &list.items, flux.as_deref())
+    })
+    .await
+    {
         Ok(Ok(r)) => tracing::info!(
             tampered = r.tampered.len(),
             missing = r.missing.len(),
@@ -234,6 +256,7 @@ async fn prepare(
     let scope = WatchScope {
         namespace,
         label_selector: args.watch_label_selector.clone(),
+        flux_selector: args.flux_drop_in_selector.clone(),
         concurrency: args.concurrent,
     };
     Ok((kctx, scope))

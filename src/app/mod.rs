@@ -118,8 +118,11 @@ pub fn main(cli: Cli) -> ExitCode {
                 Ok(())
             }
             Command::Rbac(args) => {
-                let gated = args.feature_gates.object_level_workload_identity;
-                print!("{}", crate::api::rbac::rules_yaml(gated));
+                let optional = crate::api::rbac::Optional {
+                    object_level_identity: args.feature_gates.object_level_workload_identity,
+                    flux_drop_in: args.flux_drop_in,
+                };
+                print!("{}", crate::api::rbac::rules_yaml(optional));
                 Ok(())
             }
         }

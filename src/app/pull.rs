@@ -78,6 +78,7 @@ pub async fn run(args: PullArgs) -> Result<(), AppError> {
             LayerOperationArg::Extract => LayerOperation::Extract,
             LayerOperationArg::Copy => LayerOperation::Copy,
         },
+        first_only: false,
     };
     let policy = verify_cmd::policy(&args.verify)?;
     let (dir, file) = split_output(&args.output_file)?;

@@ -1,32 +1,36 @@
 //! The Kubernetes side of the controller: kube-runtime's `Controller` over OCIRepository
-//! objects, the finalizer, the status (the work under way when `crate::reconcile` shows
-//! it, then ONE final patch), events, and the Flux `ExternalArtifact` kept in step. All
-//! decisions are made by `crate::reconcile`, which has no Kubernetes I/O; this module
-//! only reads and writes the API.
+//! objects (ours, and Flux's own kind in drop-in mode: one generic path, see
+//! [`kind::SourceKind`]), the finalizer, the status (the work under way when
+//! `crate::reconcile` shows it, then ONE final patch), events, and the Flux
+//! `ExternalArtifact` kept in step. All decisions are made by `crate::reconcile`, which
+//! has no Kubernetes I/O; this module only reads and writes the API.
 
 pub mod external_artifact;
+pub mod kind;
 pub mod leader;
 pub mod secrets;
 pub mod service_account_tokens;
 pub mod startup;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
 use kube::runtime::watcher;
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 
-use crate::api::ocirepository::FINALIZER;
-use crate::api::{OciRepository, OciRepositoryStatus};
+use crate::api::{FluxOciRepository, OciRepository, OciRepositoryStatus};
 use crate::domain::status::EventType;
+use crate::ports::store::object_dir_in;
 use crate::reconcile::{self, Context, Requeue};
-use crate::ports::store::object_dir;
+
+pub use kind::SourceKind;
 
 /// Field manager name for server-side apply and patches.
 pub const MANAGER: &str = "ocisource";
@@ -71,12 +75,12 @@ pub enum ControllerError {
 
 /// Writes `status` with one merge patch on the status subresource. The whole status is
 /// sent, unset fields as `null` (see [`status_patch`]).
-pub async fn patch_status(
-    api: &Api<OciRepository>,
+pub async fn patch_status<K: SourceKind>(
+    api: &Api<K>,
     name: &str,
     status: &OciRepositoryStatus,
 ) -> Result<(), kube::Error> {
-    let patch = status_patch(status).map_err(kube::Error::SerdeError)?;
+    let patch = status_patch_of::<K>(status).map_err(kube::Error::SerdeError)?;
     api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map(|_| ())
@@ -88,20 +92,18 @@ pub async fn patch_status(
 /// `spec.platform` would leave the old `observed*` value in place, and every later
 /// reconcile would see a changed setting and download and re-package the artifact.
 pub fn status_patch(status: &OciRepositoryStatus) -> Result<serde_json::Value, serde_json::Error> {
-    static KEYS: OnceLock<Vec<String>> = OnceLock::new();
-    let keys = KEYS.get_or_init(|| {
-        serde_json::to_value(schemars::schema_for!(OciRepositoryStatus))
-            .ok()
-            .and_then(|s| {
-                s.get("properties")?
-                    .as_object()
-                    .map(|p| p.keys().cloned().collect())
-            })
-            .unwrap_or_default()
-    });
+    status_patch_of::<OciRepository>(status)
+}
+
+/// [`status_patch`] for kind `K`: the keys of K's status schema, and only those (Flux's
+/// kind has no `observedPlatform`).
+pub fn status_patch_of<K: SourceKind>(
+    status: &OciRepositoryStatus,
+) -> Result<serde_json::Value, serde_json::Error> {
     let mut value = serde_json::to_value(status)?;
     if let Some(map) = value.as_object_mut() {
-        for key in keys {
+        map.retain(|k, _| K::status_keys().contains(k));
+        for key in K::status_keys() {
             map.entry(key.clone()).or_insert(serde_json::Value::Null);
         }
     }
@@ -127,17 +129,16 @@ fn kube_event(ev: &crate::domain::status::Event) -> KubeEvent {
 /// its note. Repeats of the same failure are already suppressed by the status fold.
 async fn publish_events(
     client: &Client,
-    obj: &OciRepository,
+    reference: &ObjectReference,
     events: &[crate::domain::status::Event],
 ) {
     if events.is_empty() {
         return;
     }
     let recorder = Recorder::new(client.clone(), reporter());
-    let reference = obj.object_ref(&());
     for ev in events {
-        if let Err(e) = recorder.publish(&kube_event(ev), &reference).await {
-            tracing::warn!(object = %format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any()), error = %e, "failed to publish event");
+        if let Err(e) = recorder.publish(&kube_event(ev), reference).await {
+            tracing::warn!(object = %format!("{}/{}", reference.namespace.clone().unwrap_or_default(), reference.name.clone().unwrap_or_default()), error = %e, "failed to publish event");
         }
     }
 }
@@ -145,16 +146,17 @@ async fn publish_events(
 /// Shows a reconcile under way: patches the in-progress status, and the ExternalArtifact
 /// when its Ready would change (a stored artifact that must not look Ready while a new
 /// generation or revision is being built).
-struct Showing<'a> {
+struct Showing<'a, K: SourceKind> {
     kctx: &'a KubeContext,
-    api: &'a Api<OciRepository>,
+    api: &'a Api<K>,
+    /// The object as the reconciler reads it.
     obj: &'a OciRepository,
     /// The ExternalArtifact's Ready status last published in this reconcile (`None`:
     /// nothing published yet).
     published: std::sync::Mutex<Option<Option<String>>>,
 }
 
-impl Showing<'_> {
+impl<K: SourceKind> Showing<'_, K> {
     /// The Ready status the ExternalArtifact of `obj` would show.
     fn ea_ready(obj: &OciRepository) -> Option<String> {
         crate::api::ExternalArtifactStatus::from_source(obj, 0)
@@ -166,14 +168,14 @@ impl Showing<'_> {
 }
 
 #[async_trait::async_trait]
-impl reconcile::Progress for Showing<'_> {
+impl<K: SourceKind> reconcile::Progress for Showing<'_, K> {
     async fn show(&self, status: &OciRepositoryStatus) {
         let name = self.obj.name_any();
         if let Err(e) = patch_status(self.api, &name, status).await {
             tracing::warn!(object = %format!("{}/{name}", self.obj.namespace().unwrap_or_default()), error = %e, "failed to show the reconcile in progress");
             return;
         }
-        if !self.kctx.external_artifact || status.artifact.is_none() {
+        if !(K::EXTERNAL_ARTIFACT && self.kctx.external_artifact) || status.artifact.is_none() {
             return;
         }
         let mut updated = self.obj.clone();
@@ -191,19 +193,21 @@ impl reconcile::Progress for Showing<'_> {
     }
 }
 
-async fn apply(obj: Arc<OciRepository>, kctx: Arc<KubeContext>) -> Result<Action, ControllerError> {
+async fn apply<K: SourceKind>(obj: Arc<K>, kctx: Arc<KubeContext>) -> Result<Action, ControllerError> {
     let ns = obj
         .namespace()
         .ok_or_else(|| ControllerError::NoNamespace(obj.name_any()))?;
     let name = obj.name_any();
-    let api: Api<OciRepository> = Api::namespaced(kctx.client.clone(), &ns);
+    let (view, flavour) = obj.view();
+    let api: Api<K> = Api::namespaced(kctx.client.clone(), &ns);
     let showing = Showing {
         kctx: &kctx,
         api: &api,
-        obj: &obj,
+        obj: &view,
         published: std::sync::Mutex::new(None),
     };
-    let report = reconcile::reconcile_showing(&obj, &kctx.core, chrono::Utc::now(), &showing).await;
+    let report =
+        reconcile::reconcile_as(&view, &flavour, &kctx.core, chrono::Utc::now(), &showing).await;
     let write_status = || async {
         patch_status(&api, &name, &report.status)
             .await
@@ -212,10 +216,10 @@ async fn apply(obj: Arc<OciRepository>, kctx: Arc<KubeContext>) -> Result<Action
                 source,
             })
     };
-    if obj.spec.suspend {
-        tracing::debug!(object = %format!("{ns}/{name}"), "suspended; not reconciling");
+    if view.spec.suspend {
+        tracing::debug!(object = %format!("{ns}/{name}"), kind = K::LABEL, "suspended; not reconciling");
         // A requested reconcile is still recorded (lastHandledReconcileAt), as in Flux.
-        let handled = obj
+        let handled = view
             .status
             .as_ref()
             .and_then(|s| s.last_handled_reconcile_at.as_ref());
@@ -225,12 +229,12 @@ async fn apply(obj: Arc<OciRepository>, kctx: Arc<KubeContext>) -> Result<Action
         return Ok(Action::await_change());
     }
     if let Some(e) = &report.error {
-        tracing::warn!(object = %format!("{ns}/{name}"), reason = e.reason(), error = %reconcile::error::chain(e), "reconcile failed");
+        tracing::warn!(object = %format!("{ns}/{name}"), kind = K::LABEL, reason = e.reason(), error = %reconcile::error::chain(e), "reconcile failed");
     }
     write_status().await?;
-    publish_events(&kctx.client, &obj, &report.events).await;
-    if kctx.external_artifact {
-        let mut updated = (*obj).clone();
+    publish_events(&kctx.client, &obj.object_ref(&()), &report.events).await;
+    if K::EXTERNAL_ARTIFACT && kctx.external_artifact {
+        let mut updated = view.clone();
         updated.status = Some(report.status.clone());
         external_artifact::publish(&kctx, &updated).await;
     }
@@ -240,13 +244,14 @@ async fn apply(obj: Arc<OciRepository>, kctx: Arc<KubeContext>) -> Result<Action
     })
 }
 
-async fn cleanup(
-    obj: Arc<OciRepository>,
+async fn cleanup<K: SourceKind>(
+    obj: Arc<K>,
     kctx: Arc<KubeContext>,
 ) -> Result<Action, ControllerError> {
     let ns = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
-    object_dir(&ns, &name)
+    let (_, flavour) = obj.view();
+    object_dir_in(reconcile::artifact::kind_dir(&flavour), &ns, &name)
         .and_then(|dir| kctx.core.storage.remove_dir(&dir))
         .map_err(|source| ControllerError::Cleanup {
             object: format!("{ns}/{name}"),
@@ -259,15 +264,16 @@ async fn cleanup(
 /// A new object (no finalizer yet, no condition) reads Reconciling and Ready=Unknown
 /// before the finalizer round-trip, so nothing (kstatus, a health check) takes an object
 /// without status for a Current one.
-async fn show_new(api: &Api<OciRepository>, obj: &OciRepository) {
-    let fresh = obj.metadata.deletion_timestamp.is_none()
-        && !obj.finalizers().iter().any(|f| f == FINALIZER)
-        && !obj.spec.suspend
-        && obj.status.as_ref().is_none_or(|s| s.conditions.is_empty());
+async fn show_new<K: SourceKind>(api: &Api<K>, obj: &K) {
+    let (view, _) = obj.view();
+    let fresh = view.metadata.deletion_timestamp.is_none()
+        && !view.finalizers().iter().any(|f| f == K::FINALIZER)
+        && !view.spec.suspend
+        && view.status.as_ref().is_none_or(|s| s.conditions.is_empty());
     if !fresh {
         return;
     }
-    let generation = obj.metadata.generation.unwrap_or(0);
+    let generation = view.metadata.generation.unwrap_or(0);
     let now = chrono::Utc::now();
     let Some(conditions) = crate::domain::status::starting(&[], None, generation, false, now)
     else {
@@ -275,7 +281,7 @@ async fn show_new(api: &Api<OciRepository>, obj: &OciRepository) {
     };
     let status = OciRepositoryStatus {
         conditions: crate::api::conditions::all_to_k8s(&conditions),
-        ..obj.status.clone().unwrap_or_default()
+        ..view.status.clone().unwrap_or_default()
     };
     if let Err(e) = patch_status(api, &obj.name_any(), &status).await {
         tracing::warn!(object = %format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any()), error = %e, "failed to show the reconcile in progress");
@@ -283,14 +289,14 @@ async fn show_new(api: &Api<OciRepository>, obj: &OciRepository) {
 }
 
 /// Reconciles one object: finalizer handling, then the steps, status, events, ExternalArtifact.
-pub async fn reconcile_object(
-    obj: Arc<OciRepository>,
+pub async fn reconcile_object<K: SourceKind>(
+    obj: Arc<K>,
     kctx: Arc<KubeContext>,
 ) -> Result<Action, kube::runtime::finalizer::Error<ControllerError>> {
     let ns = obj.namespace().unwrap_or_default();
-    let api: Api<OciRepository> = Api::namespaced(kctx.client.clone(), &ns);
-    show_new(&api, &obj).await;
-    finalizer(&api, FINALIZER, obj, |event| async {
+    let api: Api<K> = Api::namespaced(kctx.client.clone(), &ns);
+    show_new(&api, obj.as_ref()).await;
+    finalizer(&api, K::FINALIZER, obj, |event| async {
         match event {
             Finalizer::Apply(o) => apply(o, kctx.clone()).await,
             Finalizer::Cleanup(o) => cleanup(o, kctx.clone()).await,
@@ -299,12 +305,12 @@ pub async fn reconcile_object(
     .await
 }
 
-fn error_policy(
-    obj: Arc<OciRepository>,
+fn error_policy<K: SourceKind>(
+    obj: Arc<K>,
     error: &kube::runtime::finalizer::Error<ControllerError>,
     _kctx: Arc<KubeContext>,
 ) -> Action {
-    tracing::warn!(object = %format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any()), error = %error, "kubernetes API call failed; retrying");
+    tracing::warn!(object = %format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any()), kind = K::LABEL, error = %error, "kubernetes API call failed; retrying");
     Action::requeue(Duration::from_secs(15))
 }
 
@@ -315,6 +321,9 @@ pub struct WatchScope {
     pub namespace: Option<String>,
     /// Label selector (sharding), e.g. `sharding.fluxcd.io/key=shard1`.
     pub label_selector: Option<String>,
+    /// Drop-in mode: also reconcile Flux's own OCIRepository objects matching this label
+    /// selector (`--flux-drop-in-selector`), e.g. `sharding.fluxcd.io/key=ocisource`.
+    pub flux_selector: Option<String>,
     /// Objects reconciled at once.
     pub concurrency: u16,
 }
@@ -328,26 +337,50 @@ pub fn reporter() -> Reporter {
 }
 
 /// Runs the controller until `stop` completes (SIGTERM, or a lost leader Lease): work in
-/// flight finishes, no new reconcile starts.
+/// flight finishes, no new reconcile starts. Our kind always; Flux's kind too in drop-in
+/// mode, each with its own watch and `concurrency` workers.
 pub async fn run<F>(kctx: Arc<KubeContext>, scope: WatchScope, stop: F)
 where
     F: std::future::Future<Output = ()> + Send + Sync + 'static,
 {
-    let api: Api<OciRepository> = match &scope.namespace {
+    let stop = stop.shared();
+    let ours = run_kind::<OciRepository, _>(
+        kctx.clone(),
+        &scope,
+        scope.label_selector.as_deref(),
+        stop.clone(),
+    );
+    match scope.flux_selector.as_deref() {
+        Some(selector) => {
+            let flux = run_kind::<FluxOciRepository, _>(kctx, &scope, Some(selector), stop);
+            futures::join!(ours, flux);
+        }
+        None => ours.await,
+    }
+}
+
+/// Runs kube-runtime's controller over the objects of kind `K` that `labels` selects.
+async fn run_kind<K, F>(kctx: Arc<KubeContext>, scope: &WatchScope, labels: Option<&str>, stop: F)
+where
+    K: SourceKind,
+    F: std::future::Future<Output = ()> + Send + Sync + 'static,
+{
+    let api: Api<K> = match &scope.namespace {
         Some(ns) => Api::namespaced(kctx.client.clone(), ns),
         None => Api::all(kctx.client.clone()),
     };
     let mut wc = watcher::Config::default();
-    if let Some(sel) = &scope.label_selector {
+    if let Some(sel) = labels {
         wc = wc.labels(sel);
     }
+    tracing::info!(kind = K::LABEL, selector = labels.unwrap_or(""), "watching");
     Controller::new(api, wc)
         .with_config(ControllerConfig::default().concurrency(scope.concurrency))
         .graceful_shutdown_on(stop)
-        .run(reconcile_object, error_policy, kctx)
+        .run(reconcile_object::<K>, error_policy::<K>, kctx)
         .for_each(|res| async move {
             if let Err(e) = res {
-                tracing::debug!(error = %e, "controller event");
+                tracing::debug!(kind = K::LABEL, error = %e, "controller event");
             }
         })
         .await;

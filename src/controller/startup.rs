@@ -1,14 +1,17 @@
 //! The start-up storage check (RFC-0012): temp files left by a killed writer are removed;
 //! every artifact published in an OCIRepository status is checked against its digest; a
 //! tampered one is deleted so the next reconcile rebuilds it (a missing one is rebuilt
-//! the same way), and folders of objects that no longer exist are removed. Disk only
-//! through the `ports::ArtifactStore` port, no Kubernetes I/O: the caller lists the objects.
+//! the same way), and folders of objects that no longer exist are removed, for each kind
+//! the controller reconciles (Flux's kind only in drop-in mode: with the mode off, its
+//! folders are left alone). Disk only through the `ports::ArtifactStore` port, no
+//! Kubernetes I/O: the caller lists the objects.
 
 use std::collections::BTreeSet;
 
-use crate::api::OciRepository;
-use crate::ports::store::{object_dir, OCI_KIND_DIR};
+use crate::api::{Flavour, FluxOciRepository, OciRepository};
+use crate::ports::store::{object_dir_in, FLUX_OCI_KIND_DIR, OCI_KIND_DIR};
 use crate::ports::{ArtifactStore, StoreError};
+use crate::reconcile::artifact::kind_dir;
 
 /// What the check did.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -28,18 +31,40 @@ pub fn check_storage(
     storage: &dyn ArtifactStore,
     objects: &[OciRepository],
 ) -> Result<StartupReport, StoreError> {
+    check_storage_kinds(storage, objects, None)
+}
+
+/// [`check_storage`] for both kinds: `flux` is `Some` (the Flux objects selected) in
+/// drop-in mode, `None` when the mode is off.
+pub fn check_storage_kinds(
+    storage: &dyn ArtifactStore,
+    objects: &[OciRepository],
+    flux: Option<&[FluxOciRepository]>,
+) -> Result<StartupReport, StoreError> {
     let mut report = StartupReport {
         stale_temps: storage.remove_stale_temps()?,
         ..StartupReport::default()
     };
+    let mut viewed: Vec<(OciRepository, Flavour)> = objects
+        .iter()
+        .map(|o| (o.clone(), Flavour::Ocisource))
+        .collect();
+    viewed.extend(flux.unwrap_or_default().iter().map(FluxOciRepository::view));
     let mut live = BTreeSet::new();
-    for obj in objects {
+    for (obj, flavour) in &viewed {
         let ns = obj.metadata.namespace.clone().unwrap_or_default();
         let name = obj.metadata.name.clone().unwrap_or_default();
-        if let Ok(dir) = object_dir(&ns, &name) {
+        if let Ok(dir) = object_dir_in(kind_dir(flavour), &ns, &name) {
             live.insert(dir);
         }
-        let Some(artifact) = obj.status.as_ref().and_then(|s| s.artifact.as_ref()) else {
+        // An artifact in another store (Flux's, before the object moved here) is not ours.
+        let ours = |path: &str| path.starts_with(&format!("{}/", kind_dir(flavour)));
+        let Some(artifact) = obj
+            .status
+            .as_ref()
+            .and_then(|s| s.artifact.as_ref())
+            .filter(|a| ours(&a.path))
+        else {
             continue;
         };
         let Ok(digest) = artifact.digest.parse() else {
@@ -58,8 +83,13 @@ pub fn check_storage(
             dirs.insert(dir.to_string());
         }
     }
+    let mut kinds = vec![OCI_KIND_DIR];
+    if flux.is_some() {
+        kinds.push(FLUX_OCI_KIND_DIR);
+    }
     for dir in dirs {
-        if dir.starts_with(OCI_KIND_DIR) && !live.contains(&dir) {
+        let managed = kinds.iter().any(|k| dir.starts_with(&format!("{k}/")));
+        if managed && !live.contains(&dir) {
             storage.remove_dir(&dir)?;
             report.orphans.push(dir);
         }

@@ -3,7 +3,9 @@
 //! Without a selector every tar layer is merged, bottom to top. With a `mediaType`, every
 //! layer of that type is merged (Flux takes only the first: ours is a superset that
 //! agrees with Flux whenever one layer matches). `operation: copy` stores the first
-//! matching layer byte for byte, as Flux does.
+//! matching layer byte for byte, as Flux does. With `first_only` (Flux's own
+//! OCIRepository kind in drop-in mode) the selection is exactly Flux's: the first layer
+//! of `mediaType`, or without one the first layer of the manifest whatever its type.
 
 use super::manifest::{Descriptor, ImageManifest};
 
@@ -24,6 +26,9 @@ pub struct LayerSelector {
     pub media_type: Option<String>,
     /// Extract or copy.
     pub operation: LayerOperation,
+    /// Flux's selection: only the first matching layer (the first layer at all when
+    /// `media_type` is unset), for extract as for copy.
+    pub first_only: bool,
 }
 
 /// The layers to fetch and how.
@@ -62,12 +67,18 @@ impl LayerSelector {
             .iter()
             .filter(|l| match &self.media_type {
                 Some(mt) => &l.media_type == mt,
-                None => self.operation == LayerOperation::Copy || is_tar_layer(&l.media_type),
+                None => {
+                    self.first_only
+                        || self.operation == LayerOperation::Copy
+                        || is_tar_layer(&l.media_type)
+                }
             })
+            .take(if self.first_only { 1 } else { usize::MAX })
             .collect();
         let no_match = || LayerError::NoMatch {
             wanted: match (&self.media_type, self.operation) {
                 (Some(mt), _) => format!("of media type '{mt}'"),
+                (None, _) if self.first_only => "at all".into(),
                 (None, LayerOperation::Copy) => "at all".into(),
                 (None, LayerOperation::Extract) => "with a tar media type".into(),
             },
@@ -152,6 +163,7 @@ mod tests {
         let sel = LayerSelector {
             media_type: Some(HELM.into()),
             operation: LayerOperation::Extract,
+            first_only: false,
         };
         assert_eq!(
             sel.select(&m).unwrap(),
@@ -165,13 +177,44 @@ mod tests {
         let sel = LayerSelector {
             media_type: Some(HELM.into()),
             operation: LayerOperation::Copy,
+            first_only: false,
         };
         assert_eq!(sel.select(&m).unwrap(), Selection::Copy(desc(HELM, 2)));
         let any = LayerSelector {
             media_type: None,
             operation: LayerOperation::Copy,
+            first_only: false,
         };
         assert_eq!(any.select(&m).unwrap(), Selection::Copy(desc(OCI_GZ, 1)));
+    }
+
+    #[test]
+    fn first_only_is_fluxs_selection() {
+        let m = manifest(vec![
+            desc("text/plain", 1),
+            desc(HELM, 2),
+            desc(OCI_GZ, 3),
+            desc(HELM, 4),
+        ]);
+        let flux = LayerSelector {
+            first_only: true,
+            ..LayerSelector::default()
+        };
+        // No media type: the manifest's first layer, whatever its type (Flux's layers[0]).
+        assert_eq!(
+            flux.select(&m).unwrap(),
+            Selection::Extract(vec![desc("text/plain", 1)])
+        );
+        let helm = LayerSelector {
+            media_type: Some(HELM.into()),
+            ..flux.clone()
+        };
+        assert_eq!(helm.select(&m).unwrap(), Selection::Extract(vec![desc(HELM, 2)]));
+        let none = manifest(vec![]);
+        assert_eq!(
+            flux.select(&none).unwrap_err().to_string(),
+            "no layer at all in the manifest; layers present: none"
+        );
     }
 
     #[test]
@@ -185,6 +228,7 @@ mod tests {
         let sel = LayerSelector {
             media_type: Some(HELM.into()),
             operation: LayerOperation::Extract,
+            first_only: false,
         };
         assert!(sel.select(&m).unwrap_err().to_string().contains(HELM));
     }

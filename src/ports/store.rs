@@ -1,5 +1,7 @@
-//! The artifact store port: where artifacts live (`ocirepository/<namespace>/<name>/<file>`,
-//! paths relative to the store's root), how one is written (begin a write, stream bytes
+//! The artifact store port: where artifacts live (`ocirepository/<namespace>/<name>/<file>`
+//! for our kind, `flux/ocirepository/<namespace>/<name>/<file>` for Flux's kind in drop-in
+//! mode, so objects of the two kinds with one name never share a folder; paths relative
+//! to the store's root), how one is written (begin a write, stream bytes
 //! in, commit: readers see the old file or the new one, never a partial one), checked,
 //! linked as `latest`, garbage-collected and removed. The `storage` adapter implements
 //! it on local disk; reconcile, pipeline and controller use only this trait. Every
@@ -13,14 +15,25 @@ use std::time::{Duration, SystemTime};
 use crate::domain::digest::Digest;
 use crate::domain::names::{self, NameError};
 
-/// Kind folder for OCIRepository artifacts.
+/// Kind folder for `ocisource.dev` OCIRepository artifacts.
 pub const OCI_KIND_DIR: &str = "ocirepository";
+
+/// Kind folder for Flux's `source.toolkit.fluxcd.io` OCIRepository artifacts (drop-in mode).
+pub const FLUX_OCI_KIND_DIR: &str = "flux/ocirepository";
+
+/// Every kind folder, as the start-up check and the listing walk them.
+pub const KIND_DIRS: [&str; 2] = [OCI_KIND_DIR, FLUX_OCI_KIND_DIR];
 
 /// `ocirepository/<namespace>/<name>`: the folder of one object's artifacts. Fails when
 /// the namespace is not an RFC 1123 label or the name not an RFC 1123 subdomain.
 pub fn object_dir(namespace: &str, name: &str) -> Result<String, StoreError> {
+    object_dir_in(OCI_KIND_DIR, namespace, name)
+}
+
+/// `<kind_dir>/<namespace>/<name>`, with the checks of [`object_dir`].
+pub fn object_dir_in(kind_dir: &str, namespace: &str, name: &str) -> Result<String, StoreError> {
     names::check_object(namespace, name)?;
-    Ok(format!("{OCI_KIND_DIR}/{namespace}/{name}"))
+    Ok(format!("{kind_dir}/{namespace}/{name}"))
 }
 
 /// `ocirepository/<namespace>/<name>/<file_name>`, with the checks of [`object_dir`].

@@ -9,19 +9,30 @@ use chrono::{DateTime, Utc};
 
 use crate::api::conditions::to_time;
 use crate::api::ocirepository::LayerOperation as ApiOperation;
-use crate::api::{Artifact, OciRepository, OciRepositoryStatus};
+use crate::api::flux_ocirepository::OPTIONS_METADATA_KEY;
+use crate::api::{Artifact, Flavour, OciRepository, OciRepositoryStatus};
 use crate::domain::layers::{LayerOperation, LayerSelector};
 use crate::domain::manifest::Platform;
 use crate::domain::status::Origin;
 use crate::pipeline::{self, StoreRequest};
-use crate::ports::store::{artifact_path, object_dir};
+use crate::ports::store::{object_dir_in, FLUX_OCI_KIND_DIR, OCI_KIND_DIR};
 
 use super::context::Context;
 use super::error::ReconcileError;
 use super::source::Source;
 
-/// The layer selector the spec asks for.
-pub fn layer_selector(obj: &OciRepository) -> LayerSelector {
+/// The store folder of the object's kind: Flux's kind has its own, so that objects of
+/// the two kinds with one name never share (or garbage-collect) each other's artifacts.
+pub fn kind_dir(flavour: &Flavour) -> &'static str {
+    match flavour {
+        Flavour::Ocisource => OCI_KIND_DIR,
+        Flavour::Flux(_) => FLUX_OCI_KIND_DIR,
+    }
+}
+
+/// The layer selector the spec asks for (Flux's first-match selection for Flux's kind,
+/// unless it opts in to merging every layer).
+pub fn layer_selector(obj: &OciRepository, flavour: &Flavour) -> LayerSelector {
     let sel = obj.spec.layer_selector.clone().unwrap_or_default();
     LayerSelector {
         operation: match sel.effective_operation() {
@@ -29,24 +40,65 @@ pub fn layer_selector(obj: &OciRepository) -> LayerSelector {
             ApiOperation::Copy => LayerOperation::Copy,
         },
         media_type: sel.media_type.filter(|m| !m.is_empty()),
+        first_only: flavour.first_layer_only(),
     }
 }
 
-/// True when the stored artifact already reflects this revision and these settings.
-pub fn is_current(
+/// True when the stored artifact was built with the settings that are not in the status
+/// schema of the kind: `observedPlatform` for ours, the opt-in note in the artifact's
+/// metadata for Flux's.
+fn same_extras(obj: &OciRepository, previous: &OciRepositoryStatus, flavour: &Flavour) -> bool {
+    match flavour {
+        Flavour::Ocisource => previous.observed_platform == obj.spec.platform,
+        Flavour::Flux(_) => {
+            let recorded = previous
+                .artifact
+                .as_ref()
+                .and_then(|a| a.metadata.as_ref())
+                .and_then(|m| m.get(OPTIONS_METADATA_KEY));
+            recorded == flavour.options_note().as_ref()
+        }
+    }
+}
+
+/// Whether the stored artifact can be kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Currency {
+    /// No artifact, or one of another revision or other settings: build and announce it.
+    Outdated,
+    /// The same revision and settings, but not in this store (taken over from Flux's
+    /// source-controller, or lost from disk): rebuild quietly, nothing new upstream.
+    Elsewhere,
+    /// Keep it.
+    Current,
+}
+
+/// Whether the stored artifact reflects this revision and these settings, and is in this
+/// store (an object taken over from Flux's source-controller names an artifact in that
+/// controller's store, which ocisource rebuilds in its own).
+pub fn currency(
     obj: &OciRepository,
     previous: &OciRepositoryStatus,
     source: &Source,
     ctx: &Context,
-) -> bool {
+    flavour: &Flavour,
+) -> Currency {
     let Some(artifact) = &previous.artifact else {
-        return false;
+        return Currency::Outdated;
     };
-    artifact.revision == source.resolved.revision
+    let same = artifact.revision == source.resolved.revision
         && previous.observed_ignore == obj.spec.ignore
         && previous.observed_layer_selector == obj.spec.layer_selector
-        && previous.observed_platform == obj.spec.platform
+        && same_extras(obj, previous, flavour);
+    if !same {
+        Currency::Outdated
+    } else if artifact.path.starts_with(&format!("{}/", kind_dir(flavour)))
         && ctx.storage.exists(&artifact.path)
+    {
+        Currency::Current
+    } else {
+        Currency::Elsewhere
+    }
 }
 
 /// The artifact's download URL on the advertised address: `http://<host>/<path>`.
@@ -90,8 +142,8 @@ pub fn origin(artifact: &Artifact) -> Option<Origin> {
 /// Pulls and stores a new artifact.
 pub async fn store(
     obj: &OciRepository,
-    namespace: &str,
-    name: &str,
+    flavour: &Flavour,
+    (namespace, name): (&str, &str),
     source: &Source,
     ctx: &Context,
     now: DateTime<Utc>,
@@ -110,12 +162,9 @@ pub async fn store(
         &platform,
     )
     .await?;
-    let path = artifact_path(
-        namespace,
-        name,
-        &format!("{}.tar.gz", source.resolved.digest.hex()),
-    )?;
-    let selector = layer_selector(obj);
+    let dir = object_dir_in(kind_dir(flavour), namespace, name)?;
+    let path = format!("{dir}/{}.tar.gz", source.resolved.digest.hex());
+    let selector = layer_selector(obj, flavour);
     let stored = pipeline::store_layers(
         source.registry.clone(),
         StoreRequest {
@@ -139,7 +188,6 @@ pub async fn store(
         Err(_) => 0,
     };
     ctx.metrics.add_bytes_pulled(pulled);
-    let dir = object_dir(namespace, name)?;
     if let Err(e) = ctx.storage.garbage_collect(
         &dir,
         &stored.path,
@@ -149,6 +197,10 @@ pub async fn store(
     ) {
         tracing::warn!(object = %format!("{namespace}/{name}"), error = %e, "artifact garbage collection failed");
     }
+    let mut metadata = manifest.annotations.clone();
+    if let Some(note) = flavour.options_note() {
+        metadata.insert(OPTIONS_METADATA_KEY.to_string(), note);
+    }
     Ok(Artifact {
         url: url_of(&stored.path, ctx),
         path: stored.path,
@@ -156,6 +208,6 @@ pub async fn store(
         digest: stored.digest.to_string(),
         last_update_time: to_time(now),
         size: i64::try_from(stored.size).ok(),
-        metadata: (!manifest.annotations.is_empty()).then(|| manifest.annotations.clone()),
+        metadata: (!metadata.is_empty()).then_some(metadata),
     })
 }

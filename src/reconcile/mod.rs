@@ -22,7 +22,7 @@ use kube::ResourceExt;
 
 use crate::api::conditions::{all_to_k8s, from_k8s};
 use crate::api::ocirepository::RECONCILE_REQUESTED_AT;
-use crate::api::{Artifact, OciRepository, OciRepositoryStatus};
+use crate::api::{Artifact, Flavour, OciRepository, OciRepositoryStatus};
 use crate::domain::requeue;
 use crate::domain::status::{self, Disposition, Event, Failure, Outcome, Verification};
 
@@ -98,21 +98,34 @@ fn jitter_seed(key: &str, now: DateTime<Utc>) -> u64 {
     h.finish()
 }
 
+/// The object of one reconcile: as the reconciler reads it, whose defaults apply, and
+/// its namespace and name.
+struct Subject<'a> {
+    obj: &'a OciRepository,
+    flavour: &'a Flavour,
+    namespace: &'a str,
+    name: &'a str,
+}
+
 async fn steps(
-    obj: &OciRepository,
-    namespace: &str,
-    name: &str,
+    subject: &Subject<'_>,
     previous: &OciRepositoryStatus,
     ctx: &Context,
     now: DateTime<Utc>,
     announcer: &mut Announcer<'_>,
 ) -> Result<Success, StepFailure> {
-    let src = source::resolve(obj, namespace, ctx)
+    let Subject {
+        obj,
+        flavour,
+        namespace,
+        name,
+    } = *subject;
+    let src = source::resolve(obj, flavour, namespace, ctx)
         .await
         .map_err(StepFailure::new)?;
     let revision = Some(src.resolved.revision.clone());
-    let current = artifact::is_current(obj, previous, &src, ctx);
-    if !current {
+    let currency = artifact::currency(obj, previous, &src, ctx, flavour);
+    if currency == artifact::Currency::Outdated {
         announcer.building(&src.url, &src.resolved.revision).await;
     }
     let verdict = source::verify(&src, obj, previous, ctx)
@@ -125,7 +138,7 @@ async fn steps(
         Some(message) => Verification::Verified { message },
         None => Verification::NotConfigured,
     };
-    if current {
+    if currency == artifact::Currency::Current {
         if let Some(a) = &previous.artifact {
             return Ok(Success {
                 artifact: artifact::with_current_host(a, ctx),
@@ -134,7 +147,7 @@ async fn steps(
             });
         }
     }
-    let artifact = artifact::store(obj, namespace, name, &src, ctx, now)
+    let artifact = artifact::store(obj, flavour, (namespace, name), &src, ctx, now)
         .await
         .map_err(|e| StepFailure {
             error: e,
@@ -169,6 +182,19 @@ pub async fn reconcile(obj: &OciRepository, ctx: &Context, now: DateTime<Utc>) -
 /// advances only when the reconcile succeeded or stalled, as in Flux.
 pub async fn reconcile_showing(
     obj: &OciRepository,
+    ctx: &Context,
+    now: DateTime<Utc>,
+    progress: &dyn Progress,
+) -> Report {
+    reconcile_as(obj, &Flavour::Ocisource, ctx, now, progress).await
+}
+
+/// [`reconcile_showing`] for an object read with `flavour`: Flux's own OCIRepository kind
+/// ([`crate::api::FluxOciRepository::view`]) runs the very same steps with Flux's
+/// defaults (first matching layer, Flux's status fields only, its own store folder).
+pub async fn reconcile_as(
+    obj: &OciRepository,
+    flavour: &Flavour,
     ctx: &Context,
     now: DateTime<Utc>,
     progress: &dyn Progress,
@@ -216,7 +242,13 @@ pub async fn reconcile_showing(
         now,
     )
     .await;
-    let work = steps(obj, &namespace, &name, &previous, ctx, now, &mut announcer);
+    let subject = Subject {
+        obj,
+        flavour,
+        namespace: &namespace,
+        name: &name,
+    };
+    let work = steps(&subject, &previous, ctx, now, &mut announcer);
     let result = match tokio::time::timeout(timeout, work).await {
         Ok(r) => r,
         Err(_) => Err(StepFailure::new(ReconcileError::Timeout(timeout))),
@@ -276,7 +308,11 @@ pub async fn reconcile_showing(
         next.artifact = Some(s.artifact);
         next.observed_ignore = obj.spec.ignore.clone();
         next.observed_layer_selector = obj.spec.layer_selector.clone();
-        next.observed_platform = obj.spec.platform.clone();
+        // Flux's status schema has no observedPlatform (its opt-in is in the metadata).
+        next.observed_platform = match flavour {
+            Flavour::Ocisource => obj.spec.platform.clone(),
+            Flavour::Flux(_) => None,
+        };
     }
 
     let requeue = match &error {

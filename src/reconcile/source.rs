@@ -9,7 +9,7 @@ use std::sync::Arc;
 use sha2::{Digest as _, Sha256};
 
 use crate::api::conditions::SOURCE_VERIFIED;
-use crate::api::{OciRepository, OciRepositoryStatus};
+use crate::api::{Flavour, OciRepository, OciRepositoryStatus};
 use crate::domain::reference::{RefSpec, RepositoryUrl};
 use crate::domain::verification::VerifyPolicy;
 use crate::pipeline::{self, Resolved};
@@ -35,10 +35,12 @@ pub struct Source {
 /// Validates, connects and resolves.
 pub async fn resolve(
     obj: &OciRepository,
+    flavour: &Flavour,
     namespace: &str,
     ctx: &Context,
 ) -> Result<Source, ReconcileError> {
     obj.validate()?;
+    flavour.check()?;
     let spec = &obj.spec;
     let url = RepositoryUrl::parse(&spec.url)
         .map_err(|e| crate::api::validate::InvalidSpec::url(e.to_string()))?;

@@ -7,7 +7,8 @@ use std::io;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use super::{Storage, StorageError, OCI_KIND_DIR};
+use super::{Storage, StorageError};
+use crate::ports::store::KIND_DIRS;
 
 impl Storage {
     /// Deletes old artifacts in `dir_rel`: the file `keep` always stays, the newest
@@ -65,15 +66,17 @@ impl Storage {
         }
     }
 
-    /// Every artifact file under the kind folder, as relative paths (temp files excluded).
+    /// Every artifact file under the kind folders, as relative paths (temp files excluded).
     pub fn list_artifacts(&self) -> Result<Vec<String>, StorageError> {
         let mut out = Vec::new();
-        let base = self.root().join(OCI_KIND_DIR);
-        for ns in read_dir_names(&base)? {
-            for name in read_dir_names(&base.join(&ns))? {
-                for file in read_dir_names(&base.join(&ns).join(&name))? {
-                    if !file.starts_with('.') {
-                        out.push(format!("{OCI_KIND_DIR}/{ns}/{name}/{file}"));
+        for kind in KIND_DIRS {
+            let base = self.root().join(kind);
+            for ns in read_dir_names(&base)? {
+                for name in read_dir_names(&base.join(&ns))? {
+                    for file in read_dir_names(&base.join(&ns).join(&name))? {
+                        if !file.starts_with('.') {
+                            out.push(format!("{kind}/{ns}/{name}/{file}"));
+                        }
                     }
                 }
             }

@@ -15,9 +15,9 @@
 pub mod cluster;
 pub mod oneshot;
 pub mod oneshot_parity;
-pub mod rawtar;
 pub mod pki;
 pub mod proxy;
+pub mod rawtar;
 pub mod registry;
 pub mod shard;
 pub mod watch;

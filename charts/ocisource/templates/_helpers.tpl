@@ -127,6 +127,14 @@ the release namespace (Role) or cluster-wide (ClusterRole) depending on watchAll
   resources: ["serviceaccounts/token"]
   verbs: ["create"]
 {{- end }}
+{{- if .Values.controller.fluxDropInSelector }}
+- apiGroups: ["source.toolkit.fluxcd.io"]
+  resources: ["ocirepositories"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["source.toolkit.fluxcd.io"]
+  resources: ["ocirepositories/status"]
+  verbs: ["patch"]
+{{- end }}
 {{- end }}
 
 {{/* The leader-election Lease lives in the release namespace, whatever is watched. */}}

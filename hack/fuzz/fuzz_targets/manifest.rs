@@ -88,10 +88,17 @@ fn check_layers(m: &ImageManifest, media_type: &str) {
         LayerSelector {
             media_type: None,
             operation: LayerOperation::Copy,
+            first_only: false,
         },
         LayerSelector {
             media_type: Some(media_type.to_string()),
             operation: LayerOperation::Extract,
+            first_only: false,
+        },
+        LayerSelector {
+            media_type: Some(media_type.to_string()),
+            operation: LayerOperation::Extract,
+            first_only: true,
         },
     ];
     for selector in selectors {

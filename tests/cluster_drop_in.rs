@@ -1,0 +1,410 @@
+//! Drop-in mode on the REAL API server, with Flux's own source-controller running beside
+//! ocisource (built from its module, started by `hack/cluster.sh flux source-controller`
+//! with Flux's sharding exclusion `--watch-label-selector=!sharding.fluxcd.io/key`):
+//! Flux's `source.toolkit.fluxcd.io/v1` OCIRepository objects labelled
+//! `sharding.fluxcd.io/key=ocisource` are reconciled by ocisource and never touched by
+//! source-controller, the others by source-controller; an object that moves (label added,
+//! then removed) keeps its Kustomization applying with no Ready=False in between; and the
+//! flux CLI (built from its module) works on our objects.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::cluster::{condition, has_condition, ready_now, Cluster, Env};
+use support::tar_gz;
+use support::watch::Watch;
+
+const FLUX_LAYER: &str = "application/vnd.cncf.flux.content.v1.tar+gzip";
+const OTHER_LAYER: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
+const WAIT: Duration = Duration::from_secs(120);
+const SHARD: &str = "sharding.fluxcd.io/key";
+const FLUX_OCI: &str = "ocirepositories.source.toolkit.fluxcd.io";
+
+fn configmap_yaml(name: &str, value: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  greeting: {value}\n"
+    )
+}
+
+/// A Flux OCIRepository (Flux's own kind, unchanged), with `labels` (YAML flow mapping).
+fn flux_oci_repository(ns: &str, name: &str, url: &str, labels: &str) -> String {
+    format!(
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: OCIRepository\nmetadata:\n  name: {name}\n  namespace: {ns}\n  labels: {labels}\n\
+         spec:\n  url: {url}\n  interval: 5s\n  insecure: true\n  ref:\n    tag: v1\n"
+    )
+}
+
+fn kustomization(ns: &str, name: &str, source: &str) -> String {
+    format!(
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: {name}\n  namespace: {ns}\n\
+         spec:\n  interval: 5s\n  retryInterval: 2s\n  path: ./\n  prune: true\n  targetNamespace: {ns}\n  \
+         sourceRef:\n    kind: OCIRepository\n    name: {source}\n"
+    )
+}
+
+/// The artifact server address of the source-controller `hack/cluster.sh flux
+/// source-controller` started, or `None` (skip, or fail under OCISOURCE_REQUIRE_CLUSTER).
+fn source_controller(cluster: &Cluster) -> Option<String> {
+    let port = std::fs::read_to_string(cluster.dir.join("source-controller.storage-port"))
+        .ok()
+        .map(|p| p.trim().to_string());
+    let running = port.is_some()
+        && std::fs::read_to_string(cluster.dir.join("source-controller.pid"))
+            .ok()
+            .and_then(|pid| pid.trim().parse::<u32>().ok())
+            .is_some_and(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists());
+    if !running {
+        assert!(
+            std::env::var("OCISOURCE_REQUIRE_CLUSTER").as_deref() != Ok("1"),
+            "OCISOURCE_REQUIRE_CLUSTER=1 but Flux's source-controller is not running: \
+             SOURCE_CONTROLLER_ARGS='--watch-label-selector=!{SHARD}' hack/cluster.sh flux source-controller"
+        );
+        eprintln!("skipped: Flux's source-controller is not running (hack/cluster.sh flux source-controller)");
+        return None;
+    }
+    Some(format!("127.0.0.1:{}", port?))
+}
+
+fn drop_in_values() -> Value {
+    json!({"controller": {"fluxDropInSelector": format!("{SHARD}=ocisource")}})
+}
+
+/// The field managers that ever wrote `obj`.
+fn managers(obj: &Value) -> Vec<String> {
+    obj["metadata"]["managedFields"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .filter_map(|f| f["manager"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn artifact_url(obj: &Value) -> String {
+    obj["status"]["artifact"]["url"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Labelled objects are ours (Flux's status shape, Flux's first-layer default, our store),
+/// unlabelled ones are source-controller's; the moving object keeps its Kustomization
+/// applying (no Ready=False on it or on the Kustomization), and moves back.
+#[tokio::test(flavor = "multi_thread")]
+async fn labelled_flux_objects_move_to_ocisource_and_back_without_a_gap() {
+    let Some(s) = Env::start("dropin", &drop_in_values()) else {
+        return;
+    };
+    let Some(sc_addr) = source_controller(&s.cluster) else {
+        return;
+    };
+    let ns = &s.ns.name;
+    let ours_addr = s.controller.storage_addr.clone();
+    // Two layers: Flux takes the first only; the second would override the ConfigMap.
+    let first = tar_gz(&[("cm.yaml", configmap_yaml("greeting", "first").as_bytes())]);
+    let second = tar_gz(&[("cm.yaml", configmap_yaml("greeting", "second").as_bytes())]);
+    let pushed = s
+        .registry
+        .push_artifact(
+            "app/config",
+            "v1",
+            &[(FLUX_LAYER, first), (OTHER_LAYER, second.clone())],
+            &[],
+        )
+        .await;
+    let url = s.url("app/config");
+
+    // 1. Labelled from the start: ours, never source-controller's.
+    s.cluster.apply(&flux_oci_repository(
+        ns,
+        "ours",
+        &url,
+        &format!("{{{SHARD}: ocisource}}"),
+    ));
+    let ours = s
+        .cluster
+        .wait_for(FLUX_OCI, ns, "ours", WAIT, "ours Ready", ready_now);
+    let hex = pushed.manifest_digest.trim_start_matches("sha256:");
+    let artifact = &ours["status"]["artifact"];
+    assert_eq!(
+        artifact["revision"],
+        format!("v1@{}", pushed.manifest_digest)
+    );
+    assert_eq!(
+        artifact["path"],
+        format!("flux/ocirepository/{ns}/ours/{hex}.tar.gz")
+    );
+    assert_eq!(
+        artifact_url(&ours),
+        format!("http://{ours_addr}/flux/ocirepository/{ns}/ours/{hex}.tar.gz")
+    );
+    assert_eq!(
+        condition(&ours, "Ready").unwrap()["message"],
+        format!("stored artifact for digest 'v1@{}'", pushed.manifest_digest)
+    );
+    assert_eq!(ours["status"]["observedGeneration"], 1);
+    assert!(ours["status"].get("observedPlatform").is_none());
+    assert!(
+        ours["metadata"]["finalizers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f == "finalizers.fluxcd.io"),
+        "Flux's finalizer: {ours:#}"
+    );
+    // Flux's default: the first layer only, so the stored tarball has the first content.
+    let body = s.controller.fetch(&artifact_url(&ours)).unwrap();
+    assert_eq!(support::sha256(&body), artifact["digest"].as_str().unwrap());
+    let listing = untar_text(&body, "cm.yaml");
+    assert!(listing.contains("greeting: first"), "{listing}");
+    // No ExternalArtifact for Flux's kind: its consumers read it directly.
+    assert!(s
+        .cluster
+        .get("externalartifacts.source.toolkit.fluxcd.io", ns, "ours")
+        .is_none());
+
+    // 2. Unlabelled: source-controller's. A Kustomization consumes it.
+    s.cluster
+        .apply(&flux_oci_repository(ns, "moving", &url, "{team: a}"));
+    let moving = s.cluster.wait_for(
+        FLUX_OCI,
+        ns,
+        "moving",
+        WAIT,
+        "moving Ready (source-controller)",
+        ready_now,
+    );
+    assert!(
+        artifact_url(&moving).starts_with(&format!("http://{sc_addr}/")),
+        "source-controller serves it: {moving:#}"
+    );
+    s.cluster.apply(&kustomization(ns, "app", "moving"));
+    let cm = s.cluster.wait_for(
+        "configmap",
+        ns,
+        "greeting",
+        WAIT,
+        "ConfigMap applied",
+        |_| true,
+    );
+    assert_eq!(cm["data"]["greeting"], "first");
+    s.cluster.wait_for(
+        "kustomization",
+        ns,
+        "app",
+        WAIT,
+        "Kustomization Ready",
+        |o| has_condition(o, "Ready", "True"),
+    );
+
+    // 3. The move: label it. Watch both objects throughout.
+    let watch_source = Watch::start(&s.cluster, FLUX_OCI, ns, "moving");
+    let watch_ks = Watch::start(&s.cluster, "kustomization", ns, "app");
+    std::thread::sleep(Duration::from_secs(1));
+    s.cluster.kubectl_ok(&[
+        "label",
+        FLUX_OCI,
+        "moving",
+        "-n",
+        ns,
+        &format!("{SHARD}=ocisource"),
+    ]);
+    let moved = s.cluster.wait_for(
+        FLUX_OCI,
+        ns,
+        "moving",
+        WAIT,
+        "moving served by ocisource",
+        |o| ready_now(o) && artifact_url(o).starts_with(&format!("http://{ours_addr}/")),
+    );
+    assert_eq!(moved["metadata"]["generation"], 1, "the spec never changed");
+    // A new revision upstream reaches the cluster through ocisource.
+    let newer = tar_gz(&[("cm.yaml", configmap_yaml("greeting", "newer").as_bytes())]);
+    let pushed2 = s
+        .registry
+        .push_artifact("app/config", "v1", &[(FLUX_LAYER, newer)], &[])
+        .await;
+    s.cluster
+        .wait_for("configmap", ns, "greeting", WAIT, "new data applied", |o| {
+            o["data"]["greeting"] == "newer"
+        });
+    let after = s.cluster.get(FLUX_OCI, ns, "moving").unwrap();
+    assert_eq!(
+        after["status"]["artifact"]["revision"],
+        format!("v1@{}", pushed2.manifest_digest)
+    );
+    assert!(artifact_url(&after).starts_with(&format!("http://{ours_addr}/")));
+
+    // 4. Back to source-controller: remove the label.
+    s.cluster
+        .kubectl_ok(&["label", FLUX_OCI, "moving", "-n", ns, &format!("{SHARD}-")]);
+    s.cluster.wait_for(
+        FLUX_OCI,
+        ns,
+        "moving",
+        WAIT,
+        "moving served by source-controller again",
+        |o| ready_now(o) && artifact_url(o).starts_with(&format!("http://{sc_addr}/")),
+    );
+    std::thread::sleep(Duration::from_secs(6));
+    let (versions, ks_versions) = (watch_source.seen(), watch_ks.seen());
+    drop((watch_source, watch_ks));
+
+    // Nothing between: neither the source nor the Kustomization ever read Ready=False,
+    // and the watch saw both controllers serve the object.
+    for (what, seen) in [
+        ("OCIRepository", &versions),
+        ("Kustomization", &ks_versions),
+    ] {
+        assert!(!seen.is_empty(), "the watch of the {what} saw nothing");
+        for v in seen.iter() {
+            assert!(
+                !has_condition(v, "Ready", "False"),
+                "the {what} read Ready=False during the move: {:#}",
+                v["status"]
+            );
+        }
+    }
+    for addr in [&ours_addr, &sc_addr] {
+        assert!(
+            versions
+                .iter()
+                .any(|v| artifact_url(v).starts_with(&format!("http://{addr}/"))),
+            "no version served from {addr}"
+        );
+    }
+
+    // 5. source-controller never wrote the object that was ours from the start.
+    let ours = s.cluster.get(FLUX_OCI, ns, "ours").unwrap();
+    let writers = managers(&ours);
+    assert!(
+        !writers.iter().any(|m| m.contains("source-controller")),
+        "source-controller wrote an object labelled for ocisource: {writers:?}"
+    );
+    assert!(artifact_url(&ours).starts_with(&format!("http://{ours_addr}/")));
+}
+
+/// The text of `file` in the gzip'd tarball `body`.
+fn untar_text(body: &[u8], file: &str) -> String {
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(body));
+    for entry in archive.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        if entry.path().unwrap().to_str() == Some(file) {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut entry, &mut text).unwrap();
+            return text;
+        }
+    }
+    panic!("{file} not in the artifact");
+}
+
+/// Runs the flux CLI (built from its module) as admin; returns (success, stdout+stderr).
+fn flux(cluster: &Cluster, args: &[&str]) -> (bool, String) {
+    assert!(
+        cluster.flux.is_file(),
+        "the flux CLI is not built: hack/cluster.sh build-all ({})",
+        cluster.flux.display()
+    );
+    let out = std::process::Command::new(&cluster.flux)
+        .arg(format!(
+            "--kubeconfig={}",
+            cluster.admin_kubeconfig.display()
+        ))
+        .args(["--timeout=2m"])
+        .args(args)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// `flux get sources oci`, `flux reconcile source oci` (which waits for the new
+/// lastHandledReconcileAt), `flux suspend/resume source oci` and `flux events` work on a
+/// Flux OCIRepository that ocisource reconciles.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_flux_cli_works_on_objects_ocisource_reconciles() {
+    let Some(s) = Env::start("dropin-cli", &drop_in_values()) else {
+        return;
+    };
+    let ns = s.ns.name.clone();
+    let layer = tar_gz(&[("cm.yaml", configmap_yaml("greeting", "one").as_bytes())]);
+    let pushed = s
+        .registry
+        .push_artifact("app/config", "v1", &[(FLUX_LAYER, layer)], &[])
+        .await;
+    s.cluster.apply(&flux_oci_repository(
+        &ns,
+        "app",
+        &s.url("app/config"),
+        &format!("{{{SHARD}: ocisource}}"),
+    ));
+    s.cluster
+        .wait_for(FLUX_OCI, &ns, "app", WAIT, "app Ready", ready_now);
+    let revision = format!("v1@{}", pushed.manifest_digest);
+    // The flux CLI prints digests shortened to 8 hex digits.
+    let short = &revision[..revision.find(':').unwrap() + 9];
+
+    let (ok, out) = flux(&s.cluster, &["get", "sources", "oci", "-n", &ns]);
+    assert!(ok, "flux get sources oci: {out}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("app "))
+        .unwrap_or_else(|| panic!("no row for app: {out}"));
+    assert!(row.contains("True"), "{row}");
+    assert!(
+        row.contains(&format!("stored artifact for digest '{short}")),
+        "{row}"
+    );
+
+    let (ok, out) = flux(
+        &s.cluster,
+        &["reconcile", "source", "oci", "app", "-n", &ns],
+    );
+    assert!(ok, "flux reconcile source oci: {out}");
+    assert!(out.contains(&format!("fetched revision {short}")), "{out}");
+    let obj = s.cluster.get(FLUX_OCI, &ns, "app").unwrap();
+    let requested = obj["metadata"]["annotations"]["reconcile.fluxcd.io/requestedAt"].clone();
+    assert!(requested.is_string(), "{obj:#}");
+    assert_eq!(obj["status"]["lastHandledReconcileAt"], requested);
+
+    let (ok, out) = flux(&s.cluster, &["suspend", "source", "oci", "app", "-n", &ns]);
+    assert!(ok, "flux suspend: {out}");
+    assert_eq!(
+        s.cluster.get(FLUX_OCI, &ns, "app").unwrap()["spec"]["suspend"],
+        true
+    );
+    let (ok, out) = flux(&s.cluster, &["get", "sources", "oci", "-n", &ns]);
+    assert!(
+        ok && out
+            .lines()
+            .any(|l| l.starts_with("app ") && l.contains("True")),
+        "{out}"
+    );
+    let (ok, out) = flux(&s.cluster, &["resume", "source", "oci", "app", "-n", &ns]);
+    assert!(ok, "flux resume: {out}");
+    assert!(out.contains(&format!("fetched revision {short}")), "{out}");
+    let obj = s.cluster.get(FLUX_OCI, &ns, "app").unwrap();
+    assert!(
+        obj["spec"].get("suspend").is_none_or(|v| v == false),
+        "{obj:#}"
+    );
+
+    let (ok, out) = flux(
+        &s.cluster,
+        &["events", "-n", &ns, "--for", "OCIRepository/app"],
+    );
+    assert!(ok, "flux events: {out}");
+    assert!(
+        out.lines()
+            .any(|l| l.contains("NewArtifact") && l.contains(short)),
+        "no NewArtifact event in flux events: {out}"
+    );
+}
