@@ -1,5 +1,6 @@
 //! One-shot mode, `ocisource reconcile -f FILE...`: the controller's reconcile steps with
-//! no cluster. OCIRepository objects, Secrets and ServiceAccounts come from YAML files;
+//! no cluster. OCIRepository objects (ours, or Flux's own kind, which runs with Flux's
+//! defaults as in drop-in mode), Secrets and ServiceAccounts come from YAML files;
 //! each object is printed back with its new status; the exit code says whether all are
 //! Ready. The previous status of each object is kept under the storage directory, so a
 //! second run over unchanged digests costs one manifest HEAD per object, as in a cluster.
@@ -14,7 +15,9 @@ use base64::Engine as _;
 use kube::ResourceExt;
 use serde::Deserialize;
 
-use crate::api::{OciRepository, OciRepositoryStatus};
+pub mod object;
+
+use crate::api::{FluxOciRepository, OciRepository, OciRepositoryStatus};
 use crate::domain::names::{self, NameError, Rule};
 use crate::domain::secret::Redacted;
 use crate::ports::{SecretData, Secrets, SecretsError};
@@ -44,7 +47,7 @@ pub enum OneShotError {
         message: String,
     },
     /// A document of a kind this mode does not take.
-    #[error("document {index} of '{path}' is a {kind} ({api_version}); expected OCIRepository (ocisource.dev/v1beta1), Secret or ServiceAccount{hint}")]
+    #[error("document {index} of '{path}' is a {kind} ({api_version}); expected OCIRepository (ocisource.dev/v1beta1 or source.toolkit.fluxcd.io/v1), Secret or ServiceAccount")]
     Kind {
         /// The file.
         path: PathBuf,
@@ -54,8 +57,6 @@ pub enum OneShotError {
         kind: String,
         /// Its apiVersion.
         api_version: String,
-        /// A migration hint for Flux objects.
-        hint: &'static str,
     },
     /// A name or namespace the API server would refuse.
     #[error("document {index} of '{path}': {problem}")]
@@ -145,10 +146,12 @@ impl Secrets for FileSecrets {
     }
 }
 
+pub use object::Object;
+
 /// The parsed input: objects in file order, and the Secrets they may reference.
 pub struct Input {
     /// OCIRepository objects.
-    pub objects: Vec<OciRepository>,
+    pub objects: Vec<Object>,
     /// Secrets and ServiceAccounts.
     pub secrets: FileSecrets,
 }
@@ -187,12 +190,18 @@ pub fn read_inputs(paths: &[PathBuf]) -> Result<Input, OneShotError> {
                 ("ocisource.dev/v1beta1", "OCIRepository") => {
                     let mut obj: OciRepository =
                         serde_yaml::from_value(value).map_err(|e| perr(&e))?;
-                    if obj.metadata.namespace.is_none() {
-                        obj.metadata.namespace = Some("default".into());
-                    }
+                    obj.metadata.namespace.get_or_insert_with(|| "default".into());
                     obj.metadata.generation.get_or_insert(1);
                     named(&obj.namespace().unwrap_or_default(), &obj.name_any())?;
-                    objects.push(obj);
+                    objects.push(Object::Ours(obj));
+                }
+                ("source.toolkit.fluxcd.io/v1", "OCIRepository") => {
+                    let mut obj: FluxOciRepository =
+                        serde_yaml::from_value(value).map_err(|e| perr(&e))?;
+                    obj.metadata.namespace.get_or_insert_with(|| "default".into());
+                    obj.metadata.generation.get_or_insert(1);
+                    named(&obj.namespace().unwrap_or_default(), &obj.name_any())?;
+                    objects.push(Object::Flux(obj));
                 }
                 ("v1", "Secret") => {
                     let s: SecretDoc = serde_yaml::from_value(value).map_err(|e| perr(&e))?;
@@ -226,13 +235,6 @@ pub fn read_inputs(paths: &[PathBuf]) -> Result<Input, OneShotError> {
                         index,
                         kind: kind.to_string(),
                         api_version: api_version.to_string(),
-                        hint: if api_version.starts_with("source.toolkit.fluxcd.io/")
-                            && kind == "OCIRepository"
-                        {
-                            "; to migrate a Flux OCIRepository, change its apiVersion to ocisource.dev/v1beta1"
-                        } else {
-                            ""
-                        },
                     })
                 }
             }
@@ -244,19 +246,20 @@ pub fn read_inputs(paths: &[PathBuf]) -> Result<Input, OneShotError> {
     Ok(Input { objects, secrets })
 }
 
-/// `.state/<namespace>/<name>.json` in the store: hidden, so never served.
-fn state_path(obj: &OciRepository) -> Result<String, NameError> {
+/// `.state/<namespace>/<name>.json` in the store (`.state/flux/...` for Flux's kind):
+/// hidden, so never served.
+fn state_path(folder: &str, obj: &OciRepository) -> Result<String, NameError> {
     let (ns, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
     names::check_object(&ns, &name)?;
-    Ok(format!(".state/{ns}/{name}.json"))
+    Ok(format!("{folder}/{ns}/{name}.json"))
 }
 
-/// The status saved by the previous run, when the object carries none.
-pub fn load_state(storage: &Storage, obj: &mut OciRepository) {
+/// The status saved by the previous run in `folder`, when the object carries none.
+pub fn load_state(storage: &Storage, folder: &str, obj: &mut OciRepository) {
     if obj.status.is_some() {
         return;
     }
-    let saved: Option<OciRepositoryStatus> = state_path(obj)
+    let saved: Option<OciRepositoryStatus> = state_path(folder, obj)
         .ok()
         .and_then(|rel| storage.resolve(&rel).ok())
         .and_then(|path| crate::storage::open_regular(&path).ok().flatten())
@@ -264,9 +267,13 @@ pub fn load_state(storage: &Storage, obj: &mut OciRepository) {
     obj.status = saved;
 }
 
-/// Saves the status for the next run (a locked temp file, then a rename).
-pub fn save_state(storage: &Storage, obj: &OciRepository) -> Result<(), StorageError> {
-    let rel = state_path(obj)?;
+/// Saves the status for the next run in `folder` (a locked temp file, then a rename).
+pub fn save_state(
+    storage: &Storage,
+    folder: &str,
+    obj: &OciRepository,
+) -> Result<(), StorageError> {
+    let rel = state_path(folder, obj)?;
     let bytes = serde_json::to_vec(&obj.status).map_err(|e| StorageError::Write {
         path: storage.root().join(&rel),
         source: std::io::Error::other(e),
@@ -277,11 +284,7 @@ pub fn save_state(storage: &Storage, obj: &OciRepository) -> Result<(), StorageE
 /// Reconciles every object once, in order, and returns them with their reports.
 /// `storage` is the store `ctx` writes to (one-shot keeps each object's last status in it
 /// under `.state/`, which the port does not offer).
-pub async fn run(
-    objects: Vec<OciRepository>,
-    ctx: &Context,
-    storage: &Storage,
-) -> Vec<(OciRepository, Report)> {
+pub async fn run(objects: Vec<Object>, ctx: &Context, storage: &Storage) -> Vec<(Object, Report)> {
     match storage.remove_stale_temps() {
         Ok(removed) if !removed.is_empty() => {
             tracing::info!(
@@ -296,12 +299,21 @@ pub async fn run(
     }
     let mut out = Vec::with_capacity(objects.len());
     for mut obj in objects {
-        load_state(storage, &mut obj);
-        let report = reconcile::reconcile(&obj, ctx, chrono::Utc::now()).await;
-        obj.status = Some(report.status.clone());
-        if let Err(e) = save_state(storage, &obj) {
-            tracing::warn!(object = %obj.name_any(), error = %reconcile::error::chain(&e), "failed to save one-shot state");
+        let (mut view, flavour) = obj.view();
+        load_state(storage, obj.state_folder(), &mut view);
+        let report = reconcile::reconcile_as(
+            &view,
+            &flavour,
+            ctx,
+            chrono::Utc::now(),
+            &reconcile::Silent,
+        )
+        .await;
+        view.status = Some(report.status.clone());
+        if let Err(e) = save_state(storage, obj.state_folder(), &view) {
+            tracing::warn!(object = %obj.key(), error = %reconcile::error::chain(&e), "failed to save one-shot state");
         }
+        obj.set_status(report.status.clone());
         out.push((obj, report));
     }
     out

@@ -222,6 +222,9 @@ async fn labelled_flux_objects_move_to_ocisource_and_back_without_a_gap() {
         |o| ready_now(o) && artifact_url(o).starts_with(&format!("http://{ours_addr}/")),
     );
     assert_eq!(moved["metadata"]["generation"], 1, "the spec never changed");
+    // The same object and revision, written by each controller: the status is Flux's.
+    let taken = s.cluster.get(FLUX_OCI, ns, "moving").unwrap();
+    assert_same_status(&moving, &taken);
     // A new revision upstream reaches the cluster through ocisource.
     let newer = tar_gz(&[("cm.yaml", configmap_yaml("greeting", "newer").as_bytes())]);
     let pushed2 = s
@@ -269,6 +272,19 @@ async fn labelled_flux_objects_move_to_ocisource_and_back_without_a_gap() {
             );
         }
     }
+    // From the label to ocisource's artifact, the object stays Ready=True: the same
+    // revision rebuilt in another store is not announced as a new one.
+    let labelled = |v: &Value| v["metadata"]["labels"][SHARD] == "ocisource";
+    let served_here = |v: &Value| artifact_url(v).starts_with(&format!("http://{ours_addr}/"));
+    let start = versions.iter().position(labelled).unwrap();
+    let end = versions.iter().position(served_here).unwrap();
+    for v in &versions[start..=end] {
+        assert!(
+            has_condition(v, "Ready", "True"),
+            "Ready left True while moving: {:#}",
+            v["status"]
+        );
+    }
     for addr in [&ours_addr, &sc_addr] {
         assert!(
             versions
@@ -286,6 +302,70 @@ async fn labelled_flux_objects_move_to_ocisource_and_back_without_a_gap() {
         "source-controller wrote an object labelled for ocisource: {writers:?}"
     );
     assert!(artifact_url(&ours).starts_with(&format!("http://{ours_addr}/")));
+}
+
+/// The conditions (type, status, reason, message, observedGeneration), the status keys,
+/// the artifact's revision and metadata, observedGeneration and lastHandledReconcileAt
+/// of `flux` (written by Flux's source-controller) and `ours` (written by ocisource) are
+/// the same; only where the artifact lives and its timestamps may differ.
+fn assert_same_status(flux: &Value, ours: &Value) {
+    let conditions = |o: &Value| {
+        let mut c: Vec<(String, String, String, String, i64)> = o["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let text = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+                (
+                    text("type"),
+                    text("status"),
+                    text("reason"),
+                    text("message"),
+                    c["observedGeneration"].as_i64().unwrap_or(-1),
+                )
+            })
+            .collect();
+        c.sort();
+        c
+    };
+    assert_eq!(conditions(ours), conditions(flux), "conditions differ");
+    let keys = |o: &Value| {
+        let mut k: Vec<String> = o["status"].as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    assert_eq!(keys(ours), keys(flux), "status keys differ");
+    for field in [
+        "observedGeneration",
+        "lastHandledReconcileAt",
+        "observedIgnore",
+    ] {
+        assert_eq!(
+            ours["status"][field], flux["status"][field],
+            "status.{field}"
+        );
+    }
+    let artifact_keys = |o: &Value| {
+        let mut k: Vec<String> = o["status"]["artifact"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        k.sort();
+        k
+    };
+    assert_eq!(
+        artifact_keys(ours),
+        artifact_keys(flux),
+        "artifact keys differ"
+    );
+    for field in ["revision", "metadata"] {
+        assert_eq!(
+            ours["status"]["artifact"][field], flux["status"]["artifact"][field],
+            "status.artifact.{field}"
+        );
+    }
 }
 
 /// The text of `file` in the gzip'd tarball `body`.

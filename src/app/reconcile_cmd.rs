@@ -50,11 +50,7 @@ pub async fn run(args: ReconcileArgs) -> Result<(), AppError> {
     let mut not_ready = 0;
     let mut objects = Vec::with_capacity(results.len());
     for (obj, report) in results {
-        let name = format!(
-            "{}/{}",
-            obj.metadata.namespace.as_deref().unwrap_or("default"),
-            obj.metadata.name.as_deref().unwrap_or("")
-        );
+        let name = obj.key();
         for ev in &report.events {
             let kind = if ev.type_ == EventType::Warning {
                 "Warning"
