@@ -22,7 +22,7 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
-use kube::runtime::watcher;
+use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::{Api, Client, ResourceExt};
 
 use crate::api::{FluxOciRepository, OciRepository, OciRepositoryStatus};
@@ -359,6 +359,34 @@ where
     }
 }
 
+/// What makes a watch event worth a reconcile, as Flux's `GenerationChangedPredicate` or
+/// `ReconcileRequestedPredicate`: a new generation, a new `requestedAt`, deletion, a
+/// finalizer change (the finalizer round-trip), or a changed drop-in opt-in annotation.
+/// A status-only change, such as the controller's own status write, is not: without this
+/// every reconcile caused another (a HEAD to the registry and status and ExternalArtifact
+/// writes) for nothing. A new object, or one that starts matching the label selector
+/// (moved from Flux's source-controller), has no hash yet and always passes.
+pub fn change_of_interest<K: SourceKind>(obj: &K) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let meta = obj.meta();
+    let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key));
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    meta.generation.hash(&mut h);
+    meta.deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.as_microsecond())
+        .hash(&mut h);
+    meta.finalizers.hash(&mut h);
+    for key in [
+        crate::api::ocirepository::RECONCILE_REQUESTED_AT,
+        crate::api::flux_ocirepository::LAYERS_ANNOTATION,
+        crate::api::flux_ocirepository::PLATFORM_ANNOTATION,
+    ] {
+        annotation(key).hash(&mut h);
+    }
+    Some(h.finish())
+}
+
 /// Runs kube-runtime's controller over the objects of kind `K` that `labels` selects.
 async fn run_kind<K, F>(kctx: Arc<KubeContext>, scope: &WatchScope, labels: Option<&str>, stop: F)
 where
@@ -374,7 +402,13 @@ where
         wc = wc.labels(sel);
     }
     tracing::info!(kind = K::LABEL, selector = labels.unwrap_or(""), "watching");
-    Controller::new(api, wc)
+    let (reader, writer) = reflector::store();
+    let trigger = watcher(api, wc)
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects()
+        .predicate_filter(change_of_interest::<K>, Default::default());
+    Controller::for_stream(trigger, reader)
         .with_config(ControllerConfig::default().concurrency(scope.concurrency))
         .graceful_shutdown_on(stop)
         .run(reconcile_object::<K>, error_policy::<K>, kctx)
