@@ -6,6 +6,7 @@
 
 pub mod external_artifact;
 pub mod leader;
+pub mod notify;
 pub mod secrets;
 pub mod service_account_tokens;
 pub mod startup;
@@ -41,6 +42,8 @@ pub struct KubeContext {
     pub external_artifact: bool,
     /// Set once the ExternalArtifact API was found missing, so it is said once.
     pub external_artifact_missing: AtomicBool,
+    /// Posts events to Flux's notification-controller (`--events-addr`); `None`: off.
+    pub notifier: Option<Arc<notify::Notifier>>,
 }
 
 /// Kubernetes I/O failures (the reconcile's own failures are in the status, not here).
@@ -121,21 +124,25 @@ fn kube_event(ev: &crate::domain::status::Event) -> KubeEvent {
     }
 }
 
-/// Publishes the events of one reconcile, each as a new Event object. A fresh recorder per
+/// Publishes the events of one reconcile, each as a new Event object, and queues each for
+/// `--events-addr` when set. A fresh recorder per
 /// reconcile: kube's recorder keys its series by reason, not by message, so a cached one
 /// would publish a later NewArtifact as a repeat of the first, with the first revision in
 /// its note. Repeats of the same failure are already suppressed by the status fold.
 async fn publish_events(
-    client: &Client,
+    kctx: &KubeContext,
     obj: &OciRepository,
     events: &[crate::domain::status::Event],
 ) {
     if events.is_empty() {
         return;
     }
-    let recorder = Recorder::new(client.clone(), reporter());
+    let recorder = Recorder::new(kctx.client.clone(), reporter());
     let reference = obj.object_ref(&());
     for ev in events {
+        if let Some(notifier) = &kctx.notifier {
+            notifier.notify(&reference, obj.annotations(), ev);
+        }
         if let Err(e) = recorder.publish(&kube_event(ev), &reference).await {
             tracing::warn!(object = %format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any()), error = %e, "failed to publish event");
         }
@@ -228,7 +235,7 @@ async fn apply(obj: Arc<OciRepository>, kctx: Arc<KubeContext>) -> Result<Action
         tracing::warn!(object = %format!("{ns}/{name}"), reason = e.reason(), error = %reconcile::error::chain(e), "reconcile failed");
     }
     write_status().await?;
-    publish_events(&kctx.client, &obj, &report.events).await;
+    publish_events(&kctx, &obj, &report.events).await;
     if kctx.external_artifact {
         let mut updated = (*obj).clone();
         updated.status = Some(report.status.clone());
