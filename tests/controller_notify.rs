@@ -100,7 +100,8 @@ async fn reconcile_finishes_while_the_post_is_unanswered() {
         ..Delivery::default()
     };
     notifying(&mut env, &address, patient);
-    let obj = repo("app", &env.url("team/app")).with_tag("v1");
+    let mut obj = repo("app", &env.url("team/app")).with_tag("v1");
+    obj.metadata.resource_version = Some("4711".into());
     let expect = Expect::events(&[EventCall::Create])
         .showing(&[Shown::Status])
         .with_ea(Ea::Off);
@@ -126,6 +127,8 @@ async fn reconcile_finishes_while_the_post_is_unanswered() {
     );
     assert_eq!(body["involvedObject"]["kind"], "OCIRepository");
     assert_eq!(body["involvedObject"]["uid"], UID);
+    assert_eq!(body["involvedObject"]["name"], "app");
+    assert_eq!(body["involvedObject"]["resourceVersion"], "4711");
     assert_eq!(
         body["metadata"]["ocisource.dev/revision"],
         revision.as_str()

@@ -141,7 +141,7 @@ async fn publish_events(
     let reference = obj.object_ref(&());
     for ev in events {
         if let Some(notifier) = &kctx.notifier {
-            notifier.notify(&reference, obj.annotations(), ev);
+            notifier.notify(&reference, obj.meta(), ev);
         }
         if let Err(e) = recorder.publish(&kube_event(ev), &reference).await {
             tracing::warn!(object = %format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any()), error = %e, "failed to publish event");

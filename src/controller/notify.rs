@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
@@ -218,14 +219,11 @@ impl Notifier {
         })
     }
 
-    /// Queues `event` about `object` (whose `annotations` add metadata); never waits.
-    /// Like Flux, an object without kind, name or namespace is not posted.
-    pub fn notify(
-        &self,
-        object: &ObjectReference,
-        annotations: &BTreeMap<String, String>,
-        event: &Event,
-    ) {
+    /// Queues `event` about `object` (what `Resource::object_ref` gives), whose `meta`
+    /// adds the resourceVersion (as client-go's `reference.GetReference` has it) and the
+    /// annotations under [`EVENT_ANNOTATION_PREFIX`]; never waits. Like Flux, an object
+    /// without kind, name or namespace is not posted.
+    pub fn notify(&self, object: &ObjectReference, meta: &ObjectMeta, event: &Event) {
         let named = [&object.kind, &object.name, &object.namespace]
             .iter()
             .all(|f| f.as_deref().is_some_and(|v| !v.is_empty()));
@@ -233,13 +231,18 @@ impl Notifier {
             tracing::warn!(object = ?object, reason = %event.reason, "not posting an event about an object without kind, name or namespace");
             return;
         }
+        let mut involved = object.clone();
+        if involved.resource_version.is_none() {
+            involved.resource_version = meta.resource_version.clone();
+        }
+        let annotations = meta.annotations.clone().unwrap_or_default();
         let flux_event = FluxEvent {
-            involved_object: object.clone(),
+            metadata: metadata(object, &annotations, event),
+            involved_object: involved,
             severity: severity(event.type_),
             timestamp: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             message: event.message.clone(),
             reason: event.reason.clone(),
-            metadata: metadata(object, annotations, event),
             reporting_controller: self.controller.clone(),
             reporting_instance: self.instance.clone(),
         };

@@ -129,7 +129,11 @@ fn revision_keys_carry_the_involved_objects_group_for_both_kinds() {
         ("ocisource.dev/v1beta1", "ocisource.dev"),
         ("source.toolkit.fluxcd.io/v1", "source.toolkit.fluxcd.io"),
     ] {
-        let m = metadata(&object(api_version), &BTreeMap::new(), &new_artifact());
+        let m = metadata(
+            &object(api_version),
+            &BTreeMap::new(),
+            &new_artifact(),
+        );
         assert_eq!(
             m,
             annotations(&[
@@ -296,10 +300,18 @@ async fn a_refused_connection_is_retried_then_reported() {
 async fn notifier_posts_queued_events_in_order() {
     let r = receiver(Vec::new()).await;
     let n = Notifier::start_with(r.address.clone(), "ocisource", quick()).unwrap();
-    let o = object("source.toolkit.fluxcd.io/v1");
-    let a = annotations(&[("event.toolkit.fluxcd.io/env", "prod")]);
-    n.notify(&o, &a, &failure());
-    n.notify(&o, &a, &new_artifact());
+    // What kube's `Resource::object_ref` gives: no resourceVersion; the meta has it.
+    let o = ObjectReference {
+        resource_version: None,
+        ..object("source.toolkit.fluxcd.io/v1")
+    };
+    let m = ObjectMeta {
+        resource_version: Some("77".into()),
+        annotations: Some(annotations(&[("event.toolkit.fluxcd.io/env", "prod")])),
+        ..ObjectMeta::default()
+    };
+    n.notify(&o, &m, &failure());
+    n.notify(&o, &m, &new_artifact());
     wait_for_bodies(&r.bodies, 2).await;
     let bodies = r.bodies.lock().unwrap();
     assert_eq!(
@@ -316,6 +328,7 @@ async fn notifier_posts_queued_events_in_order() {
         bodies[1]["involvedObject"]["apiVersion"],
         "source.toolkit.fluxcd.io/v1"
     );
+    assert_eq!(bodies[1]["involvedObject"]["resourceVersion"], "77");
     assert_eq!(
         bodies[1]["metadata"]["source.toolkit.fluxcd.io/revision"],
         "v1@sha256:aa"
@@ -335,11 +348,11 @@ async fn an_object_without_a_namespace_is_not_posted() {
     let n = Notifier::start_with(r.address.clone(), "ocisource", quick()).unwrap();
     let mut unnamed = object("ocisource.dev/v1beta1");
     unnamed.namespace = None;
-    n.notify(&unnamed, &BTreeMap::new(), &new_artifact());
+    n.notify(&unnamed, &ObjectMeta::default(), &new_artifact());
     // Then one that is posted: once it arrives, the first was not queued before it.
     n.notify(
         &object("ocisource.dev/v1beta1"),
-        &BTreeMap::new(),
+        &ObjectMeta::default(),
         &failure(),
     );
     wait_for_bodies(&r.bodies, 1).await;
@@ -364,15 +377,15 @@ async fn a_full_queue_drops_new_events_and_keeps_the_queued_ones() {
         message: format!("event {i}"),
         ..failure()
     };
-    n.notify(&o, &BTreeMap::new(), &event(0));
+    n.notify(&o, &ObjectMeta::default(), &event(0));
     wait_for_bodies(bodies, 1).await;
     // Event 0 is in flight: the queue takes QUEUE_CAPACITY more, the rest are dropped.
     for i in 1..=QUEUE_CAPACITY + 10 {
-        n.notify(&o, &BTreeMap::new(), &event(i));
+        n.notify(&o, &ObjectMeta::default(), &event(i));
     }
     gate.add_permits(QUEUE_CAPACITY + 10);
     wait_for_bodies(bodies, QUEUE_CAPACITY + 1).await;
-    n.notify(&o, &BTreeMap::new(), &event(9999));
+    n.notify(&o, &ObjectMeta::default(), &event(9999));
     wait_for_bodies(bodies, QUEUE_CAPACITY + 2).await;
     let messages: Vec<String> = bodies
         .lock()
