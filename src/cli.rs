@@ -137,6 +137,11 @@ pub struct ControllerArgs {
     /// Publish a Flux ExternalArtifact for each OCIRepository.
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub external_artifact: bool,
+    /// Also post every event to this URL in Flux's event format, as source-controller's
+    /// `--events-addr` (e.g. `http://notification-controller.flux-system.svc.cluster.local./`),
+    /// so Flux Alerts fire for these objects. Unset: Kubernetes Events only.
+    #[arg(long, value_name = "URL", value_parser = events_addr)]
+    pub events_addr: Option<url::Url>,
     /// Namespace of this controller (for the Lease and the default watch scope).
     #[arg(long, env = "RUNTIME_NAMESPACE", default_value = "ocisource-system")]
     pub runtime_namespace: String,
@@ -444,6 +449,15 @@ pub struct SignArgs {
     pub registry: RegistryArgs,
 }
 
+/// `--events-addr`: an absolute `http` or `https` URL.
+fn events_addr(s: &str) -> Result<url::Url, String> {
+    let url = url::Url::parse(s).map_err(|e| format!("'{s}' is not a URL: {e}"))?;
+    match url.scheme() {
+        "http" | "https" => Ok(url),
+        other => Err(format!("'{s}' has scheme '{other}'; use http:// or https://")),
+    }
+}
+
 /// Parses `90s`, `5m`, `1h30m`, `250ms` (Go/Kubernetes duration syntax, the subset Flux uses).
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     crate::domain::duration::parse(s).map_err(|e| e.to_string())
@@ -480,6 +494,22 @@ mod tests {
             Cli::try_parse_from(["ocisource", "controller", "--artifact-retention-ttl=soon"])
                 .is_err()
         );
+    }
+
+    #[test]
+    fn events_addr_is_an_http_url_and_off_by_default() {
+        assert_eq!(controller(&[]).events_addr, None);
+        let on = controller(&["--events-addr=http://notification-controller.flux-system.svc.cluster.local./"]);
+        assert_eq!(
+            on.events_addr.unwrap().as_str(),
+            "http://notification-controller.flux-system.svc.cluster.local./"
+        );
+        for bad in ["notification-controller:9090", "ftp://x/"] {
+            assert!(
+                Cli::try_parse_from(["ocisource", "controller", "--events-addr", bad]).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::json;
-use support::cluster::{ready_now, Cluster, Env};
+use support::cluster::{oci_repository_yaml, ready_now, Cluster, Env};
 use support::tar_gz;
 
 const FLUX_LAYER: &str = "application/vnd.cncf.flux.content.v1.tar+gzip";
@@ -43,10 +43,7 @@ async fn api_server_restart_keeps_serving_and_catches_up() {
         .push_artifact("app/r", "v1", &[(FLUX_LAYER, tar_gz(&[("a", b"1")]))], &[])
         .await;
     let url = format!("oci://{}/app/r", registry.host());
-    cluster.apply(&format!(
-        "apiVersion: ocisource.dev/v1beta1\nkind: OCIRepository\nmetadata:\n  name: r\n  namespace: {ns}\n\
-         spec:\n  url: {url}\n  interval: 5s\n  insecure: true\n  ref:\n    tag: v1\n"
-    ));
+    cluster.apply(&oci_repository_yaml(ns, "r", &url, "v1"));
     let obj = cluster.wait_for(OCIREPO, ns, "r", WAIT, "Ready", ready_now);
     let artifact_url = obj["status"]["artifact"]["url"]
         .as_str()

@@ -247,11 +247,19 @@ async fn prepare(
             }),
         )?),
     );
+    let notifier = match &args.events_addr {
+        Some(addr) => Some(Arc::new(
+            controller::notify::Notifier::start(addr.clone(), controller::MANAGER)
+                .map_err(|e| AppError::Failed(crate::reconcile::error::chain(&e)))?,
+        )),
+        None => None,
+    };
     let kctx = Arc::new(KubeContext {
         client: client.clone(),
         core,
         external_artifact: args.external_artifact,
         external_artifact_missing: AtomicBool::new(false),
+        notifier,
     });
     let scope = WatchScope {
         namespace,

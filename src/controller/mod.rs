@@ -8,6 +8,7 @@
 pub mod external_artifact;
 pub mod kind;
 pub mod leader;
+pub mod notify;
 pub mod secrets;
 pub mod service_account_tokens;
 pub mod startup;
@@ -45,6 +46,8 @@ pub struct KubeContext {
     pub external_artifact: bool,
     /// Set once the ExternalArtifact API was found missing, so it is said once.
     pub external_artifact_missing: AtomicBool,
+    /// Posts events to Flux's notification-controller (`--events-addr`); `None`: off.
+    pub notifier: Option<Arc<notify::Notifier>>,
 }
 
 /// Kubernetes I/O failures (the reconcile's own failures are in the status, not here).
@@ -123,20 +126,25 @@ fn kube_event(ev: &crate::domain::status::Event) -> KubeEvent {
     }
 }
 
-/// Publishes the events of one reconcile, each as a new Event object. A fresh recorder per
+/// Publishes the events of one reconcile, each as a new Event object, and queues each for
+/// `--events-addr` when set. A fresh recorder per
 /// reconcile: kube's recorder keys its series by reason, not by message, so a cached one
 /// would publish a later NewArtifact as a repeat of the first, with the first revision in
 /// its note. Repeats of the same failure are already suppressed by the status fold.
 async fn publish_events(
-    client: &Client,
+    kctx: &KubeContext,
     reference: &ObjectReference,
+    meta: &kube::api::ObjectMeta,
     events: &[crate::domain::status::Event],
 ) {
     if events.is_empty() {
         return;
     }
-    let recorder = Recorder::new(client.clone(), reporter());
+    let recorder = Recorder::new(kctx.client.clone(), reporter());
     for ev in events {
+        if let Some(notifier) = &kctx.notifier {
+            notifier.notify(reference, meta, ev);
+        }
         if let Err(e) = recorder.publish(&kube_event(ev), reference).await {
             tracing::warn!(object = %format!("{}/{}", reference.namespace.clone().unwrap_or_default(), reference.name.clone().unwrap_or_default()), error = %e, "failed to publish event");
         }
@@ -232,7 +240,7 @@ async fn apply<K: SourceKind>(obj: Arc<K>, kctx: Arc<KubeContext>) -> Result<Act
         tracing::warn!(object = %format!("{ns}/{name}"), kind = K::LABEL, reason = e.reason(), error = %reconcile::error::chain(e), "reconcile failed");
     }
     write_status().await?;
-    publish_events(&kctx.client, &obj.object_ref(&()), &report.events).await;
+    publish_events(&kctx, &obj.object_ref(&()), obj.meta(), &report.events).await;
     if K::EXTERNAL_ARTIFACT && kctx.external_artifact {
         let mut updated = view.clone();
         updated.status = Some(report.status.clone());

@@ -131,6 +131,18 @@ pub struct Event {
     pub reason: String,
     /// Message.
     pub message: String,
+    /// The stored artifact's revision and digest, on the events of a success (NewArtifact,
+    /// recovery): Flux's `revision` and `digest` event metadata. `None` on failures.
+    pub artifact: Option<EventArtifact>,
+}
+
+/// The artifact an event is about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventArtifact {
+    /// `status.artifact.revision`.
+    pub revision: String,
+    /// `status.artifact.digest` (of the stored tar.gz).
+    pub digest: String,
 }
 
 /// The new conditions and the events to emit.
@@ -208,17 +220,20 @@ pub fn fold(input: Input<'_>) -> Decision {
             }
             let was_failing = previous_ready.is_some_and(|r| r.status != ConditionStatus::True);
             let message = stored_event_message(revision, input.url, origin.as_ref());
-            if input.previous_digest != Some(digest.as_str()) {
+            let reason = if input.previous_digest != Some(digest.as_str()) {
+                Some(reason::NEW_ARTIFACT)
+            } else {
+                was_failing.then_some(reason::SUCCEEDED)
+            };
+            if let Some(reason) = reason {
                 events.push(Event {
                     type_: EventType::Normal,
-                    reason: reason::NEW_ARTIFACT.into(),
+                    reason: reason.into(),
                     message,
-                });
-            } else if was_failing {
-                events.push(Event {
-                    type_: EventType::Normal,
-                    reason: reason::SUCCEEDED.into(),
-                    message,
+                    artifact: Some(EventArtifact {
+                        revision: revision.clone(),
+                        digest: digest.clone(),
+                    }),
                 });
             }
         }
@@ -303,6 +318,7 @@ pub fn fold(input: Input<'_>) -> Decision {
                     type_: EventType::Warning,
                     reason: reason.into(),
                     message: message.into(),
+                    artifact: None,
                 });
             }
         }

@@ -178,6 +178,14 @@ fn recovery_clears_failure_conditions_and_emits_one_event(
     );
     assert_eq!(d.events.len(), 1);
     assert_eq!(d.events[0].reason, event);
+    assert_eq!(
+        d.events[0].artifact,
+        Some(EventArtifact {
+            revision: REV.into(),
+            digest: DIGEST.into(),
+        }),
+        "a recovery names the stored artifact (Flux's revision metadata)"
+    );
 }
 
 #[rstest]
@@ -259,6 +267,7 @@ fn failure_sets_step_condition_ready_false_and_what_next(
         (d.events[0].type_, d.events[0].reason.as_str()),
         (EventType::Warning, reason)
     );
+    assert_eq!(d.events[0].artifact, None, "Flux sends no revision with a failure");
 }
 
 #[test]

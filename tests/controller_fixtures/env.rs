@@ -58,6 +58,7 @@ impl Env {
             core,
             external_artifact: true,
             external_artifact_missing: AtomicBool::new(false),
+            notifier: None,
         });
         Self {
             reg,

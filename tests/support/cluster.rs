@@ -448,6 +448,15 @@ impl Drop for Controller {
     }
 }
 
+/// An `ocisource.dev/v1beta1` OCIRepository `ns/name` following `tag` of `url` (plain
+/// HTTP registry), reconciled every 5 s.
+pub fn oci_repository_yaml(ns: &str, name: &str, url: &str, tag: &str) -> String {
+    format!(
+        "apiVersion: ocisource.dev/v1beta1\nkind: OCIRepository\nmetadata:\n  name: {name}\n  namespace: {ns}\n\
+         spec:\n  url: {url}\n  interval: 5s\n  insecure: true\n  ref:\n    tag: {tag}\n"
+    )
+}
+
 /// The first YAML document of `text` as JSON.
 pub fn serde_yaml_doc(text: &str) -> Value {
     serde_yaml::from_str(text).unwrap()
