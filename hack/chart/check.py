@@ -215,6 +215,8 @@ def self_test(objs: list[dict[str, Any]], values: dict[str, Any], expected: set,
         "no leader election at 2 replicas": (lambda o: deploy(o)["spec"].update(replicas=2),
                                              lambda o, r: checks.leader_election(
                                                  deploy(o), {**values, "replicaCount": 2}, r, "x")),
+        "POD_NAME dropped": (lambda o: ctr(o).update(env=[e for e in ctr(o)["env"] if e["name"] != "POD_NAME"]),
+                             lambda o, r: checks.leader_election(deploy(o), values, r, "x")),
         "no PodDisruptionBudget at 2 replicas": (lambda o: None,
                                                  lambda o, r: checks.disruption_budget(
                                                      o, {**values, "replicaCount": 2}, r, "x")),

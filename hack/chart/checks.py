@@ -127,6 +127,11 @@ def leader_election(deploy: dict[str, Any], values: dict[str, Any], report: Repo
                  got == str(want).lower(), f"got {got!r}")
     report.check(f"{scenario}: Deployment replicas={replicas}",
                  deploy["spec"]["replicas"] == replicas, f"got {deploy['spec']['replicas']}")
+    # Each replica's Lease identity (and event reporter) starts with its own pod name.
+    env = {e["name"]: e for e in deploy["spec"]["template"]["spec"]["containers"][0].get("env", [])}
+    pod_name = env.get("POD_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+    report.check(f"{scenario}: POD_NAME from the downward API (metadata.name)",
+                 pod_name == "metadata.name", f"got {env.get('POD_NAME')!r}")
 
 
 def _role_grants(obj: dict[str, Any]) -> set[Grant]:
