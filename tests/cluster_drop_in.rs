@@ -4,46 +4,25 @@
 //! Flux's `source.toolkit.fluxcd.io/v1` OCIRepository objects labelled
 //! `sharding.fluxcd.io/key=ocisource` are reconciled by ocisource and never touched by
 //! source-controller, the others by source-controller; an object that moves (label added,
-//! then removed) keeps its Kustomization applying with no Ready=False in between; and the
-//! flux CLI (built from its module) works on our objects.
+//! then removed) keeps its Kustomization applying with no Ready=False in between, and the
+//! status ocisource writes is the one source-controller wrote. The flux CLI on these
+//! objects: tests/cluster_drop_in_cli.rs.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use support::cluster::{condition, has_condition, ready_now, Cluster, Env};
+use support::drop_in::{
+    configmap_yaml, drop_in_values, flux_oci_repository, kustomization, FLUX_LAYER, FLUX_OCI,
+    SHARD, WAIT,
+};
 use support::tar_gz;
 use support::watch::Watch;
 
-const FLUX_LAYER: &str = "application/vnd.cncf.flux.content.v1.tar+gzip";
 const OTHER_LAYER: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
-const WAIT: Duration = Duration::from_secs(120);
-const SHARD: &str = "sharding.fluxcd.io/key";
-const FLUX_OCI: &str = "ocirepositories.source.toolkit.fluxcd.io";
-
-fn configmap_yaml(name: &str, value: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  greeting: {value}\n"
-    )
-}
-
-/// A Flux OCIRepository (Flux's own kind, unchanged), with `labels` (YAML flow mapping).
-fn flux_oci_repository(ns: &str, name: &str, url: &str, labels: &str) -> String {
-    format!(
-        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: OCIRepository\nmetadata:\n  name: {name}\n  namespace: {ns}\n  labels: {labels}\n\
-         spec:\n  url: {url}\n  interval: 5s\n  insecure: true\n  ref:\n    tag: v1\n"
-    )
-}
-
-fn kustomization(ns: &str, name: &str, source: &str) -> String {
-    format!(
-        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: {name}\n  namespace: {ns}\n\
-         spec:\n  interval: 5s\n  retryInterval: 2s\n  path: ./\n  prune: true\n  targetNamespace: {ns}\n  \
-         sourceRef:\n    kind: OCIRepository\n    name: {source}\n"
-    )
-}
 
 /// The artifact server address of the source-controller `hack/cluster.sh flux
 /// source-controller` started, or `None` (skip, or fail under OCISOURCE_REQUIRE_CLUSTER).
@@ -66,10 +45,6 @@ fn source_controller(cluster: &Cluster) -> Option<String> {
         return None;
     }
     Some(format!("127.0.0.1:{}", port?))
-}
-
-fn drop_in_values() -> Value {
-    json!({"controller": {"fluxDropInSelector": format!("{SHARD}=ocisource")}})
 }
 
 /// The field managers that ever wrote `obj`.
@@ -380,111 +355,4 @@ fn untar_text(body: &[u8], file: &str) -> String {
         }
     }
     panic!("{file} not in the artifact");
-}
-
-/// Runs the flux CLI (built from its module) as admin; returns (success, stdout+stderr).
-fn flux(cluster: &Cluster, args: &[&str]) -> (bool, String) {
-    assert!(
-        cluster.flux.is_file(),
-        "the flux CLI is not built: hack/cluster.sh build-all ({})",
-        cluster.flux.display()
-    );
-    let out = std::process::Command::new(&cluster.flux)
-        .arg(format!(
-            "--kubeconfig={}",
-            cluster.admin_kubeconfig.display()
-        ))
-        .args(["--timeout=2m"])
-        .args(args)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
-/// `flux get sources oci`, `flux reconcile source oci` (which waits for the new
-/// lastHandledReconcileAt), `flux suspend/resume source oci` and `flux events` work on a
-/// Flux OCIRepository that ocisource reconciles.
-#[tokio::test(flavor = "multi_thread")]
-async fn the_flux_cli_works_on_objects_ocisource_reconciles() {
-    let Some(s) = Env::start("dropin-cli", &drop_in_values()) else {
-        return;
-    };
-    let ns = s.ns.name.clone();
-    let layer = tar_gz(&[("cm.yaml", configmap_yaml("greeting", "one").as_bytes())]);
-    let pushed = s
-        .registry
-        .push_artifact("app/config", "v1", &[(FLUX_LAYER, layer)], &[])
-        .await;
-    s.cluster.apply(&flux_oci_repository(
-        &ns,
-        "app",
-        &s.url("app/config"),
-        &format!("{{{SHARD}: ocisource}}"),
-    ));
-    s.cluster
-        .wait_for(FLUX_OCI, &ns, "app", WAIT, "app Ready", ready_now);
-    let revision = format!("v1@{}", pushed.manifest_digest);
-    // The flux CLI prints digests shortened to 8 hex digits.
-    let short = &revision[..revision.find(':').unwrap() + 9];
-
-    let (ok, out) = flux(&s.cluster, &["get", "sources", "oci", "-n", &ns]);
-    assert!(ok, "flux get sources oci: {out}");
-    let row = out
-        .lines()
-        .find(|l| l.starts_with("app "))
-        .unwrap_or_else(|| panic!("no row for app: {out}"));
-    assert!(row.contains("True"), "{row}");
-    assert!(
-        row.contains(&format!("stored artifact for digest '{short}")),
-        "{row}"
-    );
-
-    let (ok, out) = flux(
-        &s.cluster,
-        &["reconcile", "source", "oci", "app", "-n", &ns],
-    );
-    assert!(ok, "flux reconcile source oci: {out}");
-    assert!(out.contains(&format!("fetched revision {short}")), "{out}");
-    let obj = s.cluster.get(FLUX_OCI, &ns, "app").unwrap();
-    let requested = obj["metadata"]["annotations"]["reconcile.fluxcd.io/requestedAt"].clone();
-    assert!(requested.is_string(), "{obj:#}");
-    assert_eq!(obj["status"]["lastHandledReconcileAt"], requested);
-
-    let (ok, out) = flux(&s.cluster, &["suspend", "source", "oci", "app", "-n", &ns]);
-    assert!(ok, "flux suspend: {out}");
-    assert_eq!(
-        s.cluster.get(FLUX_OCI, &ns, "app").unwrap()["spec"]["suspend"],
-        true
-    );
-    let (ok, out) = flux(&s.cluster, &["get", "sources", "oci", "-n", &ns]);
-    assert!(
-        ok && out
-            .lines()
-            .any(|l| l.starts_with("app ") && l.contains("True")),
-        "{out}"
-    );
-    let (ok, out) = flux(&s.cluster, &["resume", "source", "oci", "app", "-n", &ns]);
-    assert!(ok, "flux resume: {out}");
-    assert!(out.contains(&format!("fetched revision {short}")), "{out}");
-    let obj = s.cluster.get(FLUX_OCI, &ns, "app").unwrap();
-    assert!(
-        obj["spec"].get("suspend").is_none_or(|v| v == false),
-        "{obj:#}"
-    );
-
-    let (ok, out) = flux(
-        &s.cluster,
-        &["events", "-n", &ns, "--for", "OCIRepository/app"],
-    );
-    assert!(ok, "flux events: {out}");
-    assert!(
-        out.lines()
-            .any(|l| l.contains("NewArtifact") && l.contains(short)),
-        "no NewArtifact event in flux events: {out}"
-    );
 }

@@ -37,6 +37,7 @@ fn notifying(env: &mut Env, address: &str, delivery: Delivery) {
         external_artifact: false,
         external_artifact_missing: AtomicBool::new(false),
         notifier: Some(Arc::new(notifier)),
+        published: Default::default(),
     });
 }
 

@@ -260,6 +260,7 @@ async fn prepare(
         external_artifact: args.external_artifact,
         external_artifact_missing: AtomicBool::new(false),
         notifier,
+        published: Default::default(),
     });
     let scope = WatchScope {
         namespace,

@@ -59,6 +59,7 @@ impl Env {
             external_artifact: true,
             external_artifact_missing: AtomicBool::new(false),
             notifier: None,
+            published: Default::default(),
         });
         Self {
             reg,

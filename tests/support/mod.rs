@@ -13,6 +13,7 @@
 )]
 
 pub mod cluster;
+pub mod drop_in;
 pub mod oneshot;
 pub mod oneshot_parity;
 pub mod pki;

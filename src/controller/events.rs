@@ -1,0 +1,56 @@
+//! The events of a reconcile: each as a Kubernetes Event (events.k8s.io) under the
+//! controller's reporter identity, and, with `--events-addr`, queued for Flux's
+//! notification-controller.
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
+
+use crate::domain::status::EventType;
+
+use super::{KubeContext, MANAGER};
+
+fn kube_event(ev: &crate::domain::status::Event) -> KubeEvent {
+    KubeEvent {
+        type_: match ev.type_ {
+            EventType::Normal => KubeEventType::Normal,
+            EventType::Warning => KubeEventType::Warning,
+        },
+        reason: ev.reason.clone(),
+        note: Some(ev.message.chars().take(1024).collect()),
+        action: "Reconcile".into(),
+        secondary: None,
+    }
+}
+
+/// Publishes the events of one reconcile, each as a new Event object, and queues each for
+/// `--events-addr` when set. A fresh recorder per
+/// reconcile: kube's recorder keys its series by reason, not by message, so a cached one
+/// would publish a later NewArtifact as a repeat of the first, with the first revision in
+/// its note. Repeats of the same failure are already suppressed by the status fold.
+pub(super) async fn publish_events(
+    kctx: &KubeContext,
+    reference: &ObjectReference,
+    meta: &kube::api::ObjectMeta,
+    events: &[crate::domain::status::Event],
+) {
+    if events.is_empty() {
+        return;
+    }
+    let recorder = Recorder::new(kctx.client.clone(), reporter());
+    for ev in events {
+        if let Some(notifier) = &kctx.notifier {
+            notifier.notify(reference, meta, ev);
+        }
+        if let Err(e) = recorder.publish(&kube_event(ev), reference).await {
+            tracing::warn!(object = %format!("{}/{}", reference.namespace.clone().unwrap_or_default(), reference.name.clone().unwrap_or_default()), error = %e, "failed to publish event");
+        }
+    }
+}
+
+/// The event reporter identity.
+pub fn reporter() -> Reporter {
+    Reporter {
+        controller: MANAGER.into(),
+        instance: std::env::var("POD_NAME").ok(),
+    }
+}

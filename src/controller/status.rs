@@ -1,0 +1,131 @@
+//! Writing an object's status: the whole status as one merge patch with the keys of the
+//! kind's schema, the in-progress status while a reconcile runs ([`Showing`], which also
+//! keeps the ExternalArtifact's Ready in step), and Reconciling for a new object before
+//! its finalizer round-trip.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use kube::api::{Patch, PatchParams};
+use kube::{Api, ResourceExt};
+
+use crate::api::{OciRepository, OciRepositoryStatus};
+use crate::reconcile;
+
+use super::{external_artifact, KubeContext, SourceKind};
+
+/// Writes `status` with one merge patch on the status subresource. The whole status is
+/// sent, unset fields as `null` (see [`status_patch`]).
+pub async fn patch_status<K: SourceKind>(
+    api: &Api<K>,
+    name: &str,
+    status: &OciRepositoryStatus,
+) -> Result<(), kube::Error> {
+    let patch = status_patch_of::<K>(status).map_err(kube::Error::SerdeError)?;
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+}
+
+/// The merge patch `{"status": ...}` that makes the stored status equal `status`. A merge
+/// patch leaves absent keys untouched, so every unset status field is sent as `null`
+/// (which deletes it): otherwise removing `spec.ignore`, `spec.layerSelector` or
+/// `spec.platform` would leave the old `observed*` value in place, and every later
+/// reconcile would see a changed setting and download and re-package the artifact.
+pub fn status_patch(status: &OciRepositoryStatus) -> Result<serde_json::Value, serde_json::Error> {
+    status_patch_of::<OciRepository>(status)
+}
+
+/// [`status_patch`] for kind `K`: the keys of K's status schema, and only those (Flux's
+/// kind has no `observedPlatform`).
+pub fn status_patch_of<K: SourceKind>(
+    status: &OciRepositoryStatus,
+) -> Result<serde_json::Value, serde_json::Error> {
+    let mut value = serde_json::to_value(status)?;
+    if let Some(map) = value.as_object_mut() {
+        map.retain(|k, _| K::status_keys().contains(k));
+        for key in K::status_keys() {
+            map.entry(key.clone()).or_insert(serde_json::Value::Null);
+        }
+    }
+    Ok(serde_json::json!({ "status": value }))
+}
+
+/// Shows a reconcile under way: patches the in-progress status, and the ExternalArtifact
+/// when its Ready would change (a stored artifact that must not look Ready while a new
+/// generation or revision is being built).
+pub(super) struct Showing<'a, K: SourceKind> {
+    pub(super) kctx: &'a KubeContext,
+    pub(super) api: &'a Api<K>,
+    /// The object as the reconciler reads it.
+    pub(super) obj: &'a OciRepository,
+    /// The ExternalArtifact's Ready status last published in this reconcile (`None`:
+    /// nothing published yet).
+    pub(super) published: std::sync::Mutex<Option<Option<String>>>,
+    /// Set once an in-progress status was written (the final status must then be too).
+    pub(super) patched: AtomicBool,
+}
+
+impl<K: SourceKind> Showing<'_, K> {
+    /// The Ready status the ExternalArtifact of `obj` would show.
+    fn ea_ready(obj: &OciRepository) -> Option<String> {
+        crate::api::ExternalArtifactStatus::from_source(obj, 0)
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == crate::api::conditions::READY)
+            .map(|c| c.status)
+    }
+}
+
+#[async_trait::async_trait]
+impl<K: SourceKind> reconcile::Progress for Showing<'_, K> {
+    async fn show(&self, status: &OciRepositoryStatus) {
+        let name = self.obj.name_any();
+        self.patched.store(true, Ordering::Relaxed);
+        if let Err(e) = patch_status(self.api, &name, status).await {
+            tracing::warn!(object = %format!("{}/{name}", self.obj.namespace().unwrap_or_default()), error = %e, "failed to show the reconcile in progress");
+            return;
+        }
+        if !(K::EXTERNAL_ARTIFACT && self.kctx.external_artifact) || status.artifact.is_none() {
+            return;
+        }
+        let mut updated = self.obj.clone();
+        updated.status = Some(status.clone());
+        let ready = Self::ea_ready(&updated);
+        // The first time, the ExternalArtifact still shows the previous reconcile's
+        // outcome (its Ready may be True): publish. Later, only when Ready changes.
+        let before = match self.published.lock() {
+            Ok(mut last) => last.replace(ready.clone()),
+            Err(_) => None,
+        };
+        if before != Some(ready) {
+            external_artifact::publish(self.kctx, &updated).await;
+        }
+    }
+}
+
+/// A new object (no finalizer yet, no condition) reads Reconciling and Ready=Unknown
+/// before the finalizer round-trip, so nothing (kstatus, a health check) takes an object
+/// without status for a Current one.
+pub(super) async fn show_new<K: SourceKind>(api: &Api<K>, obj: &K) {
+    let (view, _) = obj.view();
+    let fresh = view.metadata.deletion_timestamp.is_none()
+        && !view.finalizers().iter().any(|f| f == K::FINALIZER)
+        && !view.spec.suspend
+        && view.status.as_ref().is_none_or(|s| s.conditions.is_empty());
+    if !fresh {
+        return;
+    }
+    let generation = view.metadata.generation.unwrap_or(0);
+    let now = chrono::Utc::now();
+    let Some(conditions) = crate::domain::status::starting(&[], None, generation, false, now)
+    else {
+        return;
+    };
+    let status = OciRepositoryStatus {
+        conditions: crate::api::conditions::all_to_k8s(&conditions),
+        ..view.status.clone().unwrap_or_default()
+    };
+    if let Err(e) = patch_status(api, &obj.name_any(), &status).await {
+        tracing::warn!(object = %format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any()), error = %e, "failed to show the reconcile in progress");
+    }
+}
