@@ -291,7 +291,7 @@ pub async fn run(
         }
         Ok(_) => {}
         Err(e) => {
-            tracing::warn!(error = %reconcile::error::chain(&e), "failed to remove stale temp files")
+            tracing::warn!(error = %crate::domain::error_chain::chain(&e), "failed to remove stale temp files")
         }
     }
     let mut out = Vec::with_capacity(objects.len());
@@ -300,7 +300,7 @@ pub async fn run(
         let report = reconcile::reconcile(&obj, ctx, chrono::Utc::now()).await;
         obj.status = Some(report.status.clone());
         if let Err(e) = save_state(storage, &obj) {
-            tracing::warn!(object = %obj.name_any(), error = %reconcile::error::chain(&e), "failed to save one-shot state");
+            tracing::warn!(object = %obj.name_any(), error = %crate::domain::error_chain::chain(&e), "failed to save one-shot state");
         }
         out.push((obj, report));
     }
