@@ -8,7 +8,10 @@
 //! `oci://host[:port]/repo:tag` or `oci://host[:port]/repo@sha256:<hex>`. The examples
 //! each `--help` prints live in `cli/help.rs`.
 
+mod gates;
 mod help;
+
+pub use gates::{FeatureGates, CACHE_SECRETS_AND_CONFIG_MAPS, OBJECT_LEVEL_WORKLOAD_IDENTITY};
 
 use std::path::PathBuf;
 
@@ -77,7 +80,7 @@ pub enum Command {
 pub struct RbacArgs {
     /// The controller's `--feature-gates`: the rules a gate needs are printed too
     /// (ObjectLevelWorkloadIdentity: `create` on `serviceaccounts/token`).
-    #[arg(long, value_name = "GATES", default_value = "", value_parser = feature_gates)]
+    #[arg(long, value_name = "GATES", default_value = "", value_parser = gates::parse)]
     pub feature_gates: FeatureGates,
     /// The rules of the drop-in mode too (`--flux-drop-in-selector`): Flux's own
     /// OCIRepository objects and their status.
@@ -145,47 +148,16 @@ pub struct ControllerArgs {
     /// Namespace of this controller (for the Lease and the default watch scope).
     #[arg(long, env = "RUNTIME_NAMESPACE", default_value = "ocisource-system")]
     pub runtime_namespace: String,
-    /// Feature gates, as Flux takes them: `Name=true|false`, comma-separated. Known:
-    /// ObjectLevelWorkloadIdentity (default false): objects with `spec.provider` and
-    /// `spec.serviceAccountName` log in to cloud registries as that ServiceAccount (needs
-    /// `create` on `serviceaccounts/token`).
-    #[arg(long, value_name = "GATES", default_value = "", value_parser = feature_gates)]
+    /// Feature gates, as Flux's source-controller takes them: `Name=true|false` (or Go's
+    /// other boolean forms: 1, 0, t, f), comma-separated; every gate it knows is accepted,
+    /// others are refused. ObjectLevelWorkloadIdentity (default false): objects with
+    /// `spec.provider` and `spec.serviceAccountName` log in to cloud registries as that
+    /// ServiceAccount (needs `create` on `serviceaccounts/token`).
+    /// CacheSecretsAndConfigMaps (default false): accepted without effect (ocisource keeps
+    /// no cache of Secrets; it reads them at each reconcile, as Flux does with the gate
+    /// off); logged at start-up.
+    #[arg(long, value_name = "GATES", default_value = "", value_parser = gates::parse)]
     pub feature_gates: FeatureGates,
-}
-
-/// The feature gates of `ocisource controller` (`--feature-gates`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FeatureGates {
-    /// `ObjectLevelWorkloadIdentity`: object-level workload identity for cloud registries.
-    pub object_level_workload_identity: bool,
-}
-
-/// The gate Flux names `ObjectLevelWorkloadIdentity`.
-pub const OBJECT_LEVEL_WORKLOAD_IDENTITY: &str = "ObjectLevelWorkloadIdentity";
-
-/// `--feature-gates`: `Name=bool` pairs, comma-separated; an unknown gate or a value
-/// that is not a boolean is refused, naming it.
-fn feature_gates(s: &str) -> Result<FeatureGates, String> {
-    let mut gates = FeatureGates::default();
-    for pair in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (name, value) = pair
-            .split_once('=')
-            .ok_or_else(|| format!("'{pair}' is not Name=true|false"))?;
-        let on = match value.trim().to_ascii_lowercase().as_str() {
-            "true" => true,
-            "false" => false,
-            other => return Err(format!("'{other}' for {name} is not true or false")),
-        };
-        match name.trim() {
-            OBJECT_LEVEL_WORKLOAD_IDENTITY => gates.object_level_workload_identity = on,
-            other => {
-                return Err(format!(
-                "unknown feature gate '{other}': known gates are {OBJECT_LEVEL_WORKLOAD_IDENTITY}"
-            ))
-            }
-        }
-    }
-    Ok(gates)
 }
 
 /// `ocisource reconcile`.
@@ -519,12 +491,17 @@ mod tests {
         assert!(on.feature_gates.object_level_workload_identity);
         let off = controller(&["--feature-gates", "ObjectLevelWorkloadIdentity=false"]);
         assert!(!off.feature_gates.object_level_workload_identity);
+        let flux = controller(&["--feature-gates=CacheSecretsAndConfigMaps=true"]);
+        assert_eq!(
+            flux.feature_gates.inert,
+            vec![(CACHE_SECRETS_AND_CONFIG_MAPS, true)]
+        );
         for (bad, needle) in [
             ("ObjectLevelWorkloadIdentity=yes", "not true or false"),
             ("ObjectLevelWorkloadIdentity", "Name=true|false"),
             (
-                "CacheSecretsAndConfigMaps=true",
-                "unknown feature gate 'CacheSecretsAndConfigMaps'",
+                "OptimizedGitClones=true",
+                "unknown feature gate 'OptimizedGitClones'",
             ),
         ] {
             let e = Cli::try_parse_from(["ocisource", "controller", "--feature-gates", bad])

@@ -294,7 +294,7 @@ pub async fn run(objects: Vec<Object>, ctx: &Context, storage: &Storage) -> Vec<
         }
         Ok(_) => {}
         Err(e) => {
-            tracing::warn!(error = %reconcile::error::chain(&e), "failed to remove stale temp files")
+            tracing::warn!(error = %crate::domain::error_chain::chain(&e), "failed to remove stale temp files")
         }
     }
     let mut out = Vec::with_capacity(objects.len());
@@ -311,7 +311,7 @@ pub async fn run(objects: Vec<Object>, ctx: &Context, storage: &Storage) -> Vec<
         .await;
         view.status = Some(report.status.clone());
         if let Err(e) = save_state(storage, obj.state_folder(), &view) {
-            tracing::warn!(object = %obj.key(), error = %reconcile::error::chain(&e), "failed to save one-shot state");
+            tracing::warn!(object = %obj.key(), error = %crate::domain::error_chain::chain(&e), "failed to save one-shot state");
         }
         obj.set_status(report.status.clone());
         out.push((obj, report));

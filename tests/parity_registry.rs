@@ -81,7 +81,7 @@ async fn without_insecure_a_self_signed_registry_fails_naming_both_ways_out() {
         .connect(&reg.host(), "team/app", &RegistryOptions::default())
         .unwrap();
     let err = r.manifest_digest("v1").await.unwrap_err();
-    assert_eq!(err.kind, RegistryErrorKind::Transport);
+    assert_eq!(err.kind, RegistryErrorKind::Tls);
     for needle in [
         "certificate",
         "certSecretRef ca.crt",

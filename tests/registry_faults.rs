@@ -346,7 +346,7 @@ async fn a_persistent_500_ends_in_a_transport_error_naming_url_and_status() {
     let (host, f) = serve(Scenario::Persistent500).await;
     let (_c, r) = session(&host, fast());
     let err = r.manifest("v1").await.unwrap_err();
-    assert_eq!(err.kind, RegistryErrorKind::Transport);
+    assert_eq!(err.kind, RegistryErrorKind::Unavailable);
     assert!(
         err.message
             .contains(&format!("http://{host}/v2/a/b/manifests/v1")),

@@ -164,7 +164,7 @@ async fn a_listing_that_never_ends_hits_its_deadline() {
         .await
         .expect("the listing must end")
         .unwrap_err();
-    assert_eq!(e.kind, RegistryErrorKind::Transport);
+    assert_eq!(e.kind, RegistryErrorKind::Timeout);
     assert!(
         e.message.contains("not finished within 1s") && e.message.contains("spec.timeout"),
         "{}",

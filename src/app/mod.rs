@@ -112,7 +112,10 @@ pub fn main(cli: Cli) -> ExitCode {
             Command::Verify(args) => verify_cmd::run(args).await,
             Command::Sign(args) => sign_cmd::run(args).await,
             Command::Reconcile(args) => reconcile_cmd::run(args).await,
-            Command::Controller(args) => controller_cmd::run(args).await,
+            Command::Controller(args) => {
+                args.feature_gates.log_inert();
+                controller_cmd::run(args).await
+            }
             Command::Crd => {
                 print!("{}", crate::api::crds_yaml());
                 Ok(())

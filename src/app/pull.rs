@@ -10,12 +10,12 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::cli::{LayerOperationArg, PullArgs};
+use crate::domain::error_chain::chain;
 use crate::domain::layers::{LayerOperation, LayerSelector};
 use crate::domain::limits::Limits;
 use crate::domain::manifest::Platform;
 use crate::pipeline::{self, StoreRequest};
 use crate::ports::{Registry, RegistryConnector};
-use crate::reconcile::error::chain;
 use crate::registry::HttpConnector;
 use crate::storage::Storage;
 

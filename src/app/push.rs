@@ -18,10 +18,10 @@ use serde::Serialize;
 use crate::archive::{MergeOptions, MergeOutcome, Merger};
 use crate::cli::PushArgs;
 use crate::domain::digest::{Digest, Hasher};
+use crate::domain::error_chain::chain;
 use crate::domain::ignore::IgnoreRules;
 use crate::domain::limits::Limits;
 use crate::domain::manifest::{Descriptor, ImageManifest, FLUX_CONFIG, FLUX_CONTENT, OCI_MANIFEST};
-use crate::reconcile::error::chain;
 use crate::registry::push::UploadProgress;
 use crate::registry::HttpConnector;
 

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use crate::cli::ReconcileArgs;
+use crate::domain::error_chain::chain;
 use crate::domain::status::EventType;
 use crate::oneshot;
-use crate::reconcile::error::chain;
 use crate::reconcile::{Context, Settings};
 use crate::registry::HttpConnector;
 use crate::server::Metrics;

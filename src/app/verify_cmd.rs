@@ -10,11 +10,11 @@ use serde::Serialize;
 
 use crate::cli::{VerifyArgs, VerifyFlags};
 use crate::domain::digest::Digest;
+use crate::domain::error_chain::chain;
 use crate::domain::reference::RepositoryUrl;
 use crate::domain::verification::{IdentityMatch, TrustedKey, VerifyPolicy};
 use crate::pipeline;
 use crate::ports::{Registry, RegistryConnector};
-use crate::reconcile::error::chain;
 use crate::registry::HttpConnector;
 use crate::verify::{CosignVerifier, Verified, VerifyError};
 

@@ -135,8 +135,16 @@ pub enum RegistryErrorKind {
     Unauthorized,
     /// 404: repository, tag, manifest or blob unknown.
     NotFound,
-    /// Connection, TLS, timeout, 5xx or 429 that persisted after retries.
-    Transport,
+    /// TLS failed: a certificate refused (unknown issuer, wrong name, expired), a
+    /// handshake refused (no client certificate for mTLS), or one side not speaking TLS.
+    Tls,
+    /// No connection: the host name does not exist, the connection was refused or broke
+    /// (after retries).
+    Connect,
+    /// No answer in time (after retries), or a bounded operation ran out of time.
+    Timeout,
+    /// The registry kept answering 5xx or 429 after the retries.
+    Unavailable,
     /// Bytes did not match their digest or size; or a body exceeded its cap.
     Integrity,
     /// The registry answered something that does not follow the distribution spec.

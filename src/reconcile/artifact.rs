@@ -122,7 +122,7 @@ pub fn latest_url(artifact: &Artifact, ctx: &Context) -> Option<String> {
     match ctx.storage.link_latest(&artifact.path) {
         Ok(link) => Some(url_of(&link, ctx)),
         Err(e) => {
-            tracing::warn!(artifact = %artifact.path, error = %super::error::chain(&e), "failed to update the latest.tar.gz link of status.url");
+            tracing::warn!(artifact = %artifact.path, error = %crate::domain::error_chain::chain(&e), "failed to update the latest.tar.gz link of status.url");
             None
         }
     }

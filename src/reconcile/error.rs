@@ -2,7 +2,6 @@
 //! reason, and what happens next (stall until the spec changes, or retry with backoff),
 //! as Flux's `internal/error` does. Messages join the source chain with ": ".
 
-use std::error::Error as StdError;
 use std::time::Duration;
 
 use crate::api::conditions::reason;
@@ -62,20 +61,9 @@ pub enum ReconcileError {
     Storage(#[from] StoreError),
 }
 
-/// `err` and its sources joined with ": " (Flux's `%w` chains).
-pub fn chain(err: &(dyn StdError + 'static)) -> String {
-    let mut parts = vec![err.to_string()];
-    let mut cur = err.source();
-    while let Some(e) = cur {
-        let s = e.to_string();
-        // `#[error(transparent)]` repeats its source's text: skip exact repeats.
-        if parts.last() != Some(&s) {
-            parts.push(s);
-        }
-        cur = e.source();
-    }
-    parts.join(": ")
-}
+/// The one error-chain formatter (`domain::error_chain::chain`), kept under this path for
+/// the controller's call sites.
+pub use crate::domain::error_chain::chain;
 
 impl ReconcileError {
     fn classify(&self) -> (FailedStep, &'static str, Disposition) {

@@ -11,6 +11,7 @@ use futures::{Stream, StreamExt};
 use reqwest::header::{CONTENT_RANGE, RANGE};
 
 use super::client::{err, unexpected, Access, RegistryClient};
+use super::failure::Cause;
 use crate::domain::error_chain::chain;
 use crate::domain::digest::{Digest, Hasher};
 use crate::domain::manifest::Descriptor;
@@ -35,6 +36,8 @@ struct Download {
     resumes: u32,
     stalled: u32,
     last_error: String,
+    /// What the last cut-short body ended in.
+    last_kind: RegistryErrorKind,
     done: bool,
 }
 
@@ -56,7 +59,7 @@ impl Download {
         if self.resumes > 0 || offset > 0 {
             if self.stalled >= MAX_STALLED_RESUMES || self.resumes >= MAX_RESUMES {
                 return Err(err(
-                    RegistryErrorKind::Transport,
+                    self.last_kind,
                     format!(
                         "failed to download blob {}: cut short after {offset} of {} bytes and {} resume(s): {}",
                         self.url, self.size, self.resumes, self.last_error
@@ -155,10 +158,12 @@ impl Download {
                     return Some(Ok(chunk));
                 }
                 Some(Err(e)) => {
+                    self.last_kind = Cause::of(&e).kind();
                     self.last_error = chain(&e);
                     self.body = None;
                 }
                 None if self.received() < self.size => {
+                    self.last_kind = RegistryErrorKind::Connect;
                     self.last_error = "the connection closed early".into();
                     self.body = None;
                 }
@@ -199,6 +204,7 @@ impl RegistryClient {
             resumes: 0,
             stalled: 0,
             last_error: String::new(),
+            last_kind: RegistryErrorKind::Connect,
             done: false,
         };
         dl.open().await?;

@@ -5,6 +5,7 @@
 use bytes::Bytes;
 
 use super::client::err;
+use super::failure::Cause;
 use crate::domain::error_chain::chain;
 use crate::ports::{RegistryError, RegistryErrorKind};
 
@@ -43,7 +44,7 @@ pub(crate) async fn read_capped_into(
     buf.reserve(usize::try_from(resp.content_length().unwrap_or(0)).unwrap_or(0));
     while let Some(chunk) = resp.chunk().await.map_err(|e| {
         err(
-            RegistryErrorKind::Transport,
+            Cause::of(&e).kind(),
             format!("failed to {what} {url}: {}", chain(&e)),
         )
     })? {

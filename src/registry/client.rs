@@ -14,8 +14,9 @@ use std::time::Duration;
 use reqwest::header::{HeaderValue, AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE};
 
 use super::auth::{parse_challenge, AuthState, Authorization, Challenge};
+use super::failure::{Cause, TransportFailure};
 use super::origin::{BoundCredential, Origin};
-use super::retry::{is_tls_failure, retryable_status, retryable_transport, RetryPolicy};
+use super::retry::{retryable_status, RetryPolicy};
 use super::transport::DEFAULT_TIMEOUT;
 use crate::domain::digest::Digest;
 use crate::ports::{Audience, RegistryError, RegistryErrorKind, RegistryOptions};
@@ -220,8 +221,8 @@ impl RegistryClient {
     }
 
     /// Sends a request with authorisation, retries and status mapping: 401/403 →
-    /// `Unauthorized`, 404 → `NotFound`, persistent 5xx/429/connection errors →
-    /// `Transport`. Other statuses are returned for the caller to judge. A request to
+    /// `Unauthorized`, 404 → `NotFound`, persistent 5xx/429 → `Unavailable`, no answer →
+    /// `Tls`, `Connect` or `Timeout` (see `failure.rs`). Other statuses are returned for the caller to judge. A request to
     /// another origin than the registry's (a `Link` elsewhere) carries no credentials, and
     /// its challenges, or those of a redirect target, never change the session's auth.
     pub(crate) async fn send(
@@ -341,60 +342,15 @@ impl RegistryClient {
         };
         loop {
             let delay = match self.fallback.send(&make, &self.settings.counter).await? {
-                Err(msg) if msg.starts_with(super::insecure::REDIRECT_REFUSED) => {
-                    return Err(err(
-                        RegistryErrorKind::Protocol,
-                        format!("failed to {what} {url}: {msg}"),
-                    ));
-                }
-                Err(msg) if msg.starts_with(super::insecure::SPEAKS_TLS) => {
-                    return Err(err(
-                        RegistryErrorKind::Transport,
-                        format!(
-                            "failed to {what} {}: {msg}; the registry speaks HTTPS: drop --plain-http",
-                            self.fallback.shown(url)
-                        ),
-                    ));
-                }
-                Err(msg) if super::insecure::speaks_plain_http(&msg) => {
-                    return Err(err(
-                        RegistryErrorKind::Transport,
-                        format!(
-                            "failed to {what} {} after {attempt} attempt(s): {msg}; the registry speaks plain HTTP, not HTTPS: set {}",
-                            self.fallback.shown(url),
-                            self.audience.plain_http()
-                        ),
-                    ));
-                }
-                Err(msg) => {
-                    let tls = is_tls_failure(&msg);
-                    if tls || !retryable_transport(&msg) || attempt >= attempts {
-                        // A private CA is the likely cure, unless the name is what is wrong.
-                        let hint = if tls && !msg.contains("not valid for name") {
-                            format!(
-                                "; if the registry uses a private CA, provide it ({}), or set {} to skip verification",
-                                self.audience.ca(),
-                                self.audience.insecure()
-                            )
-                        } else {
-                            String::new()
-                        };
-                        return Err(err(
-                            RegistryErrorKind::Transport,
-                            format!(
-                                "failed to {what} {} after {attempt} attempt(s): {msg}{hint}",
-                                self.fallback.shown(url)
-                            ),
-                        ));
-                    }
-                    tracing::debug!(url, attempt, error = %msg, "registry request failed; retrying");
-                    policy.backoff(attempt)
-                }
+                Err(f) => match self.transport_error(what, url, attempt, f) {
+                    Some(e) => return Err(e),
+                    None => policy.backoff(attempt),
+                },
                 Ok(resp) if retryable_status(resp.status().as_u16()) => {
                     let status = resp.status();
                     if attempt >= attempts {
                         return Err(err(
-                            RegistryErrorKind::Transport,
+                            RegistryErrorKind::Unavailable,
                             format!("failed to {what} {}: the registry answered {status} after {attempt} attempts", self.fallback.shown(url)),
                         ));
                     }
@@ -411,6 +367,44 @@ impl RegistryClient {
             tokio::time::sleep(delay).await;
             attempt += 1;
         }
+    }
+}
+
+impl RegistryClient {
+    /// The error attempt number `attempt` of a request to `url` ends in after `f`, or
+    /// `None` when another attempt may cure it. TLS failures get a hint about the CA
+    /// (unless the certificate names another host); an HTTPS request answered in plain
+    /// HTTP, or the reverse, a hint about the scheme.
+    fn transport_error(
+        &self,
+        what: &str,
+        url: &str,
+        attempt: u32,
+        f: TransportFailure,
+    ) -> Option<RegistryError> {
+        let shown = self.fallback.shown(url);
+        let msg = &f.message;
+        let message = match f.cause {
+            Cause::RedirectRefused => format!("failed to {what} {url}: {msg}"),
+            Cause::SpeaksTls => format!(
+                "failed to {what} {shown}: {msg}; the registry speaks HTTPS: drop --plain-http"
+            ),
+            Cause::NotTls if !f.fallback_failed => format!(
+                "failed to {what} {shown} after {attempt} attempt(s): {msg}; the registry speaks plain HTTP, not HTTPS: set {}",
+                self.audience.plain_http()
+            ),
+            Cause::Tls => format!(
+                "failed to {what} {shown} after {attempt} attempt(s): {msg}; if the registry uses a private CA, provide it ({}), or set {} to skip verification",
+                self.audience.ca(),
+                self.audience.insecure()
+            ),
+            cause if cause.retryable() && attempt < self.settings.retry.attempts.max(1) => {
+                tracing::debug!(url, attempt, error = %msg, "registry request failed; retrying");
+                return None;
+            }
+            _ => format!("failed to {what} {shown} after {attempt} attempt(s): {msg}"),
+        };
+        Some(err(f.cause.kind(), message))
     }
 }
 

@@ -14,7 +14,7 @@
 //! - `plain_http` (`--plain-http`, as in oras): every request goes over plain HTTP from
 //!   the first one, for any host, and never falls back to HTTPS. A TLS-only server
 //!   answers such a request with a bare `HTTP/1.0 400` (Go's net/http): that is reported
-//!   as [`SPEAKS_TLS`] so the error can say to drop the flag.
+//!   as [`Cause::SpeaksTls`] so the error can say to drop the flag.
 //!
 //! Unlike go-containerregistry this adds no `GET /v2/` ping: the first real request is the
 //! probe, so a no-op reconcile still costs one request. Must not import `reconcile`.
@@ -24,6 +24,7 @@ use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::failure::{Cause, TransportFailure};
 use crate::domain::error_chain::chain;
 use crate::ports::{Audience, RegistryError, RegistryOptions};
 
@@ -121,20 +122,23 @@ impl Schemes {
     }
 }
 
-/// How a refused redirect starts its message ([`Fallback::send`]'s inner `Err`), so the
-/// caller does not retry it.
-pub(crate) const REDIRECT_REFUSED: &str = "refused to follow a redirect";
+/// How a refused redirect starts its message.
+const REDIRECT_REFUSED: &str = "refused to follow a redirect";
 
-/// How the error of a plain-HTTP request answered by a TLS-only server starts
-/// ([`Fallback::send`]'s inner `Err`), so the caller adds its hint and does not retry.
-pub(crate) const SPEAKS_TLS: &str = "the registry answered plain HTTP with a bare 400, as a TLS-only server does";
+/// The message of a plain-HTTP request answered by a TLS-only server.
+const SPEAKS_TLS: &str =
+    "the registry answered plain HTTP with a bare 400, as a TLS-only server does";
 
-/// True for a transport error of an HTTPS request answered in plain HTTP (rustls'
-/// `InvalidContentType`), when no plain-HTTP fallback was tried.
-pub(crate) fn speaks_plain_http(message: &str) -> bool {
-    let m = message.to_ascii_lowercase();
-    (m.contains("invalidcontenttype") || m.contains("received corrupt message"))
-        && !m.contains("fallback failed too")
+/// The failure of `e`, with a refused redirect saying so first.
+fn failure(e: reqwest::Error) -> TransportFailure {
+    let f = TransportFailure::of(e);
+    match f.cause {
+        Cause::RedirectRefused => {
+            let message = format!("{REDIRECT_REFUSED}: {}", f.message);
+            TransportFailure { message, ..f }
+        }
+        _ => f,
+    }
 }
 
 /// The fallback policy of one session.
@@ -223,7 +227,7 @@ impl Fallback {
         &self,
         make: &(dyn Fn() -> Result<reqwest::RequestBuilder, RegistryError> + Sync),
         counter: &AtomicU64,
-    ) -> Result<Result<reqwest::Response, String>, RegistryError> {
+    ) -> Result<Result<reqwest::Response, TransportFailure>, RegistryError> {
         if self.plain_only {
             return self.send_plain(make, counter).await;
         }
@@ -232,7 +236,7 @@ impl Fallback {
         let (client, request, ours) = self.build(make, plain)?;
         let request = match request {
             Ok(r) => r,
-            Err(e) => return Ok(Err(chain(&e.without_url()))),
+            Err(e) => return Ok(Err(failure(e))),
         };
         let https = request.url().scheme() == "https";
         counter.fetch_add(1, Ordering::Relaxed);
@@ -243,19 +247,14 @@ impl Fallback {
                 }
                 return Ok(Ok(resp));
             }
-            Err(e) if e.is_redirect() => {
-                return Ok(Err(format!(
-                    "{REDIRECT_REFUSED}: {}",
-                    chain(&e.without_url())
-                )))
-            }
+            Err(e) if e.is_redirect() => return Ok(Err(failure(e))),
             Err(e) if ours && plain => {
                 // It spoke plain HTTP before; start over with HTTPS next time.
                 self.schemes.learn(&self.host, None);
-                return Ok(Err(chain(&e.without_url())));
+                return Ok(Err(failure(e)));
             }
-            Err(e) if ours && https && self.allowed && learnt.is_none() => chain(&e.without_url()),
-            Err(e) => return Ok(Err(chain(&e.without_url()))),
+            Err(e) if ours && https && self.allowed && learnt.is_none() => failure(e),
+            Err(e) => return Ok(Err(failure(e))),
         };
         let (client, request, _) = self.build(make, true)?;
         let outcome = match request {
@@ -269,20 +268,15 @@ impl Fallback {
             Ok(resp) if resp.status() != reqwest::StatusCode::BAD_REQUEST => {
                 tracing::warn!(
                     registry = %self.host,
-                    error = %https_error,
+                    error = %https_error.message,
                     "the registry does not answer HTTPS; using plain HTTP (allowed by insecure or a local/private host)"
                 );
                 self.schemes.learn(&self.host, Some(Learnt::Http));
                 Ok(resp)
             }
-            Ok(resp) => Err(format!(
-                "{https_error} (plain HTTP fallback failed too: the registry answered {})",
-                resp.status()
-            )),
-            Err(e) => Err(format!(
-                "{https_error} (plain HTTP fallback failed too: {})",
-                chain(&e.without_url())
-            )),
+            Ok(resp) => Err(https_error
+                .with_failed_fallback(&format!("the registry answered {}", resp.status()))),
+            Err(e) => Err(https_error.with_failed_fallback(&chain(&e.without_url()))),
         })
     }
 }
@@ -294,11 +288,11 @@ impl Fallback {
         &self,
         make: &(dyn Fn() -> Result<reqwest::RequestBuilder, RegistryError> + Sync),
         counter: &AtomicU64,
-    ) -> Result<Result<reqwest::Response, String>, RegistryError> {
+    ) -> Result<Result<reqwest::Response, TransportFailure>, RegistryError> {
         let (client, request, ours) = self.build(make, true)?;
         let request = match request {
             Ok(r) => r,
-            Err(e) => return Ok(Err(chain(&e.without_url()))),
+            Err(e) => return Ok(Err(failure(e))),
         };
         counter.fetch_add(1, Ordering::Relaxed);
         Ok(match client.execute(request).await {
@@ -308,11 +302,10 @@ impl Fallback {
                     && resp.version() == reqwest::Version::HTTP_10
                     && resp.headers().get(reqwest::header::CONTENT_TYPE).is_none() =>
             {
-                Err(SPEAKS_TLS.to_string())
+                Err(TransportFailure::new(Cause::SpeaksTls, SPEAKS_TLS.to_string()))
             }
             Ok(resp) => Ok(resp),
-            Err(e) if e.is_redirect() => Err(format!("{REDIRECT_REFUSED}: {}", chain(&e.without_url()))),
-            Err(e) => Err(chain(&e.without_url())),
+            Err(e) => Err(failure(e)),
         })
     }
 }

@@ -10,7 +10,9 @@
 //! Layout: `client` (session, request loop: auth, retries, status mapping), `manifest`,
 //! `body` (capped body reads), `auth` (challenges, token cache), `token` (the token
 //! request), `origin` (where credentials may go: links, redirects, realms), `retry`
-//! (backoff, `Retry-After`), `transport` (TLS, proxy, timeouts, redirects), `insecure`
+//! (backoff, `Retry-After`), `transport` (TLS, proxy, timeouts, redirects), `dns` (the
+//! resolver, with typed failures), `failure` (why a request got no answer, from the
+//! error's types), `insecure`
 //! (Flux's `insecure`, plain-HTTP fallback), `blob` (checked, resuming streams), `tags`
 //! and `tag_page` (bounded pagination), `push` (uploads), `docker_config` (docker config
 //! JSON, and legacy `.dockercfg`, as data) and `credential_helper` (the CLI user's own
@@ -22,7 +24,9 @@ pub mod blob;
 mod body;
 pub mod client;
 pub mod credential_helper;
+mod dns;
 pub mod docker_config;
+mod failure;
 pub mod insecure;
 pub mod manifest;
 pub mod origin;

@@ -1,6 +1,7 @@
 //! Retry policy for registry requests: which failures are worth another attempt,
 //! bounded exponential backoff, and `Retry-After` (seconds or HTTP-date) on 429/503.
-//! Pure rules: no HTTP client here beyond reading a header value and an error's text.
+//! Pure rules: no HTTP client here beyond reading a header value. Which transport
+//! failures are retried is decided by their cause (`failure.rs`).
 
 use std::time::Duration;
 
@@ -69,32 +70,6 @@ pub fn retryable_status(status: u16) -> bool {
     status == 429 || (500..600).contains(&status) && status != 501 && status != 505
 }
 
-/// False for connection failures that no retry can cure, so they fail at once: a host
-/// name that does not exist (not a temporary resolver failure), a certificate that is
-/// not valid (wrong name, unknown issuer, expired), and a TLS handshake answered by a
-/// server that does not speak TLS (rustls' `InvalidContentType`: plain HTTP on an HTTPS
-/// address). `message` is the error chain's text; refused connections, resets and
-/// timeouts stay retryable.
-pub fn retryable_transport(message: &str) -> bool {
-    const PERMANENT: [&str; 6] = [
-        "name or service not known",
-        "no address associated with hostname",
-        "nodename nor servname provided",
-        "invalid peer certificate",
-        "invalidcontenttype",
-        "received corrupt message",
-    ];
-    let m = message.to_ascii_lowercase();
-    !PERMANENT.iter().any(|p| m.contains(p))
-}
-
-/// True when a connection failed in TLS (certificate or handshake): never retried, and
-/// worth a hint about the CA.
-pub fn is_tls_failure(message: &str) -> bool {
-    let m = message.to_ascii_lowercase();
-    m.contains("certificate") || m.contains("unknownissuer") || m.contains("handshake")
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -134,27 +109,6 @@ mod tests {
         };
         assert_eq!(p.delay(1, Some("3600")), Duration::from_secs(3));
         assert_eq!(p.delay(1, None), p.backoff(1));
-    }
-
-    #[test]
-    fn only_connection_failures_that_can_heal_are_retried() {
-        for m in [
-            "client error (Connect): dns error: failed to lookup address information: Name or service not known",
-            "dns error: failed to lookup address information: No address associated with hostname",
-            "client error (Connect): invalid peer certificate: NotValidForName",
-            "invalid peer certificate: UnknownIssuer",
-            "client error (Connect): received corrupt message of type InvalidContentType",
-        ] {
-            assert!(!retryable_transport(m), "{m}");
-        }
-        for m in [
-            "dns error: failed to lookup address information: Temporary failure in name resolution",
-            "tcp connect error: Connection refused (os error 111)",
-            "connection reset by peer",
-            "operation timed out",
-        ] {
-            assert!(retryable_transport(m), "{m}");
-        }
     }
 
     #[test]

@@ -95,7 +95,7 @@ impl RegistryClient {
             Ok(r) => r?,
             Err(_) => {
                 return Err(self.list_error(
-                    RegistryErrorKind::Transport,
+                    RegistryErrorKind::Timeout,
                     format!(
                         "not finished within {deadline:?} ({} pages, {} tags so far); the listing is bounded by the registry timeout ({}), at most {:?}; raise the timeout, prune old tags, or {ADVICE}",
                         sink.pages,

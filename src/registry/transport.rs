@@ -73,7 +73,8 @@ pub fn build_http_resolving(
         .connect_timeout(CONNECT_TIMEOUT.min(timeout))
         .read_timeout(timeout)
         .redirect(reqwest::redirect::Policy::custom(redirect_policy))
-        .referer(false);
+        .referer(false)
+        .dns_resolver(Arc::new(super::dns::SystemResolver));
     for (host, addr) in resolve {
         b = b.resolve(host, *addr);
     }
