@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use async_trait::async_trait;
+use tracing::Instrument;
 use base64::Engine as _;
 use kube::ResourceExt;
 use serde::Deserialize;
@@ -299,20 +300,26 @@ pub async fn run(objects: Vec<Object>, ctx: &Context, storage: &Storage) -> Vec<
     }
     let mut out = Vec::with_capacity(objects.len());
     for mut obj in objects {
+        let span = tracing::info_span!("reconcile", object = %obj.key());
         let (mut view, flavour) = obj.view();
-        load_state(storage, obj.state_folder(), &mut view);
-        let report = reconcile::reconcile_as(
-            &view,
-            &flavour,
-            ctx,
-            chrono::Utc::now(),
-            &reconcile::Silent,
-        )
-        .await;
-        view.status = Some(report.status.clone());
-        if let Err(e) = save_state(storage, obj.state_folder(), &view) {
-            tracing::warn!(object = %obj.key(), error = %crate::domain::error_chain::chain(&e), "failed to save one-shot state");
+        let report = async {
+            load_state(storage, obj.state_folder(), &mut view);
+            let report = reconcile::reconcile_as(
+                &view,
+                &flavour,
+                ctx,
+                chrono::Utc::now(),
+                &reconcile::Silent,
+            )
+            .await;
+            view.status = Some(report.status.clone());
+            if let Err(e) = save_state(storage, obj.state_folder(), &view) {
+                tracing::warn!(error = %crate::domain::error_chain::chain(&e), "failed to save one-shot state");
+            }
+            report
         }
+        .instrument(span)
+        .await;
         obj.set_status(report.status.clone());
         out.push((obj, report));
     }

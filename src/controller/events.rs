@@ -42,7 +42,7 @@ pub(super) async fn publish_events(
             notifier.notify(reference, meta, ev);
         }
         if let Err(e) = recorder.publish(&kube_event(ev), reference).await {
-            tracing::warn!(object = %format!("{}/{}", reference.namespace.clone().unwrap_or_default(), reference.name.clone().unwrap_or_default()), error = %e, "failed to publish event");
+            tracing::warn!(reason = %ev.reason, error = %e, "failed to publish event");
         }
     }
 }

@@ -121,7 +121,7 @@ pub async fn publish(kctx: &KubeContext, source: &OciRepository) {
             }
         }
         Err(e) => {
-            tracing::warn!(object = %format!("{ns}/{name}"), error = %e, "failed to publish ExternalArtifact")
+            tracing::warn!(error = %e, "failed to publish ExternalArtifact")
         }
     }
 }

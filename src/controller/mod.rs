@@ -105,7 +105,7 @@ async fn apply<K: SourceKind>(obj: Arc<K>, kctx: Arc<KubeContext>) -> Result<Act
             })
     };
     if view.spec.suspend {
-        tracing::debug!(object = %format!("{ns}/{name}"), kind = K::LABEL, "suspended; not reconciling");
+        tracing::debug!("suspended; not reconciling");
         // A requested reconcile is still recorded (lastHandledReconcileAt), as in Flux.
         let handled = view
             .status
@@ -117,7 +117,7 @@ async fn apply<K: SourceKind>(obj: Arc<K>, kctx: Arc<KubeContext>) -> Result<Act
         return Ok(Action::await_change());
     }
     if let Some(e) = &report.error {
-        tracing::warn!(object = %format!("{ns}/{name}"), kind = K::LABEL, reason = e.reason(), error = %reconcile::error::chain(e), "reconcile failed");
+        tracing::warn!(reason = e.reason(), error = %reconcile::error::chain(e), "reconcile failed");
     }
     // A reconcile that changed and showed nothing (the usual interval reconcile) writes
     // nothing.
@@ -157,6 +157,12 @@ async fn cleanup<K: SourceKind>(
 }
 
 /// Reconciles one object: finalizer handling, then the steps, status, events, ExternalArtifact.
+/// Everything logged meanwhile carries the object in the `reconcile` span.
+#[tracing::instrument(
+    name = "reconcile",
+    skip_all,
+    fields(kind = K::LABEL, object = %format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any()))
+)]
 pub async fn reconcile_object<K: SourceKind>(
     obj: Arc<K>,
     kctx: Arc<KubeContext>,

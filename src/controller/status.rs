@@ -82,7 +82,7 @@ impl<K: SourceKind> reconcile::Progress for Showing<'_, K> {
         let name = self.obj.name_any();
         self.patched.store(true, Ordering::Relaxed);
         if let Err(e) = patch_status(self.api, &name, status).await {
-            tracing::warn!(object = %format!("{}/{name}", self.obj.namespace().unwrap_or_default()), error = %e, "failed to show the reconcile in progress");
+            tracing::warn!(error = %e, "failed to show the reconcile in progress");
             return;
         }
         if !(K::EXTERNAL_ARTIFACT && self.kctx.external_artifact) || status.artifact.is_none() {
@@ -126,6 +126,6 @@ pub(super) async fn show_new<K: SourceKind>(api: &Api<K>, obj: &K) {
         ..view.status.clone().unwrap_or_default()
     };
     if let Err(e) = patch_status(api, &obj.name_any(), &status).await {
-        tracing::warn!(object = %format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any()), error = %e, "failed to show the reconcile in progress");
+        tracing::warn!(error = %e, "failed to show the reconcile in progress");
     }
 }

@@ -195,7 +195,7 @@ pub async fn store(
         ctx.settings.retention_ttl,
         SystemTime::now(),
     ) {
-        tracing::warn!(object = %format!("{namespace}/{name}"), error = %e, "artifact garbage collection failed");
+        tracing::warn!(error = %e, "artifact garbage collection failed");
     }
     let mut metadata = manifest.annotations.clone();
     if let Some(note) = flavour.options_note() {
