@@ -33,6 +33,7 @@ eval "$(hack/cluster.sh env)"
 export OCISOURCE_REQUIRE_CLUSTER=1
 
 python3 -B hack/layers.py --check
+cargo fmt --check >/dev/null || { cargo fmt --check | head -40; echo "run cargo fmt" >&2; exit 1; }
 log "cargo test (unit, real registry, real API server and Flux, mock API faults, CLI end to end)"
 cargo test --all-targets --no-fail-fast 2>&1 | tee "$WORK/cargo-test.log"
 log "chart: lint, render, validate, least privilege, pod security"

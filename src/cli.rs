@@ -426,7 +426,9 @@ fn events_addr(s: &str) -> Result<url::Url, String> {
     let url = url::Url::parse(s).map_err(|e| format!("'{s}' is not a URL: {e}"))?;
     match url.scheme() {
         "http" | "https" => Ok(url),
-        other => Err(format!("'{s}' has scheme '{other}'; use http:// or https://")),
+        other => Err(format!(
+            "'{s}' has scheme '{other}'; use http:// or https://"
+        )),
     }
 }
 
@@ -471,7 +473,9 @@ mod tests {
     #[test]
     fn events_addr_is_an_http_url_and_off_by_default() {
         assert_eq!(controller(&[]).events_addr, None);
-        let on = controller(&["--events-addr=http://notification-controller.flux-system.svc.cluster.local./"]);
+        let on = controller(&[
+            "--events-addr=http://notification-controller.flux-system.svc.cluster.local./",
+        ]);
         assert_eq!(
             on.events_addr.unwrap().as_str(),
             "http://notification-controller.flux-system.svc.cluster.local./"

@@ -11,10 +11,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use async_trait::async_trait;
-use tracing::Instrument;
 use base64::Engine as _;
 use kube::ResourceExt;
 use serde::Deserialize;
+use tracing::Instrument;
 
 pub mod object;
 
@@ -191,7 +191,9 @@ pub fn read_inputs(paths: &[PathBuf]) -> Result<Input, OneShotError> {
                 ("ocisource.dev/v1beta1", "OCIRepository") => {
                     let mut obj: OciRepository =
                         serde_yaml::from_value(value).map_err(|e| perr(&e))?;
-                    obj.metadata.namespace.get_or_insert_with(|| "default".into());
+                    obj.metadata
+                        .namespace
+                        .get_or_insert_with(|| "default".into());
                     obj.metadata.generation.get_or_insert(1);
                     named(&obj.namespace().unwrap_or_default(), &obj.name_any())?;
                     objects.push(Object::Ours(obj));
@@ -199,7 +201,9 @@ pub fn read_inputs(paths: &[PathBuf]) -> Result<Input, OneShotError> {
                 ("source.toolkit.fluxcd.io/v1", "OCIRepository") => {
                     let mut obj: FluxOciRepository =
                         serde_yaml::from_value(value).map_err(|e| perr(&e))?;
-                    obj.metadata.namespace.get_or_insert_with(|| "default".into());
+                    obj.metadata
+                        .namespace
+                        .get_or_insert_with(|| "default".into());
                     obj.metadata.generation.get_or_insert(1);
                     named(&obj.namespace().unwrap_or_default(), &obj.name_any())?;
                     objects.push(Object::Flux(obj));

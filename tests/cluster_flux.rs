@@ -106,10 +106,19 @@ async fn ready_from_real_registry_with_external_artifact() {
     // status.url is Flux's link to the latest artifact, which serves the same bytes.
     assert_eq!(
         obj["status"]["url"],
-        format!("http://{}/ocirepository/{ns}/app/latest.tar.gz", s.controller.storage_addr)
+        format!(
+            "http://{}/ocirepository/{ns}/app/latest.tar.gz",
+            s.controller.storage_addr
+        )
     );
-    let latest = s.controller.fetch(obj["status"]["url"].as_str().unwrap()).unwrap();
-    assert_eq!(support::sha256(&latest), artifact["digest"].as_str().unwrap());
+    let latest = s
+        .controller
+        .fetch(obj["status"]["url"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(
+        support::sha256(&latest),
+        artifact["digest"].as_str().unwrap()
+    );
 
     // The NewArtifact event, written by the controller's own identity into events.k8s.io.
     let events: serde_json::Value = serde_json::from_str(&s.cluster.kubectl_ok(&[

@@ -243,8 +243,14 @@ fn startup_check_covers_fluxs_kind_only_in_drop_in_mode() {
         std::fs::write(path, bytes).unwrap();
         rel.to_string()
     };
-    let kept = write(&format!("flux/ocirepository/{NS}/kept/a.tar.gz"), b"flux bytes");
-    let orphan = write(&format!("flux/ocirepository/{NS}/gone/a.tar.gz"), b"no object");
+    let kept = write(
+        &format!("flux/ocirepository/{NS}/kept/a.tar.gz"),
+        b"flux bytes",
+    );
+    let orphan = write(
+        &format!("flux/ocirepository/{NS}/gone/a.tar.gz"),
+        b"no object",
+    );
     let flux_object = |name: &str, path: &str, digest: &str| -> ocisource::api::FluxOciRepository {
         serde_json::from_value(json!({
             "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "OCIRepository",
@@ -258,11 +264,19 @@ fn startup_check_covers_fluxs_kind_only_in_drop_in_mode() {
     let flux = [
         flux_object("kept", &kept, &sha256(b"flux bytes")),
         // Taken over from source-controller: its path is in that controller's store.
-        flux_object("moved", &format!("ocirepository/{NS}/moved/b.tar.gz"), &sha256(b"x")),
+        flux_object(
+            "moved",
+            &format!("ocirepository/{NS}/moved/b.tar.gz"),
+            &sha256(b"x"),
+        ),
     ];
 
     let off = check_storage_kinds(&storage, &[], None).unwrap();
-    assert_eq!(off, StartupReport::default(), "drop-in off: Flux's folders are left alone");
+    assert_eq!(
+        off,
+        StartupReport::default(),
+        "drop-in off: Flux's folders are left alone"
+    );
     assert!(storage.exists(&orphan));
 
     let on = check_storage_kinds(&storage, &[], Some(&flux)).unwrap();

@@ -33,7 +33,12 @@ fn run(no_proxy: Option<&str>) -> (Option<String>, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ocisource"));
     cmd.args(["controller", "--storage-path"])
         .arg(dir.path().join("storage"))
-        .args(["--storage-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0"])
+        .args([
+            "--storage-addr",
+            "127.0.0.1:0",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ])
         .args(["--health-addr", "127.0.0.1:0"])
         .env("KUBECONFIG", &kubeconfig)
         .env("HTTPS_PROXY", &proxy_url)
@@ -86,5 +91,8 @@ fn no_proxy_naming_the_api_server_bypasses_the_proxy() {
         stderr.contains("failed to list OCIRepositories") && !stderr.contains("disabled feature"),
         "{stderr}"
     );
-    assert_eq!(line, None, "the proxy was used despite NO_PROXY; stderr: {stderr}");
+    assert_eq!(
+        line, None,
+        "the proxy was used despite NO_PROXY; stderr: {stderr}"
+    );
 }

@@ -205,7 +205,9 @@ async fn a_missing_external_artifact_crd_is_said_once_per_outage() {
     assert!(calls.iter().any(|c| c.path == ea_path("app", "/status")));
     let ((_, calls), _) = logged(env.reconcile_as(&obj, Expect::unchanged())).await;
     assert!(calls.is_empty(), "published once: {calls:#?}");
-    env.kctx.published.forget(obj.metadata.uid.as_deref().unwrap_or_default());
+    env.kctx
+        .published
+        .forget(obj.metadata.uid.as_deref().unwrap_or_default());
     let ((_, _), log) = logged(env.reconcile_as(&obj, missing())).await;
     assert_eq!(log.matches(SAID).count(), 1, "{log}");
 }
@@ -249,7 +251,10 @@ async fn removing_spec_ignore_clears_observed_ignore_so_the_next_reconcile_is_a_
     );
 
     // From now on an unchanged digest costs no blob download (and no write).
-    assert_eq!(ready(&serde_json::to_value(&obj.status).unwrap()), ("True", "Succeeded"));
+    assert_eq!(
+        ready(&serde_json::to_value(&obj.status).unwrap()),
+        ("True", "Succeeded")
+    );
     let before = env.reg.request_log().len();
     let (_, calls) = env.reconcile_as(&obj, Expect::unchanged()).await;
     assert!(calls.is_empty(), "{calls:#?}");

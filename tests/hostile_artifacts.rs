@@ -23,7 +23,12 @@ const ZSTD: &str = "application/vnd.oci.image.layer.v1.tar+zstd";
 const RSS_BOUND_KIB: u64 = 128 << 10;
 
 /// Pushes `layer` as `hostile/<name>:v1` and pulls it under the limits.
-async fn pull_case(reg: &TestRegistry, name: &str, media: &str, layer: Vec<u8>) -> (String, Limited) {
+async fn pull_case(
+    reg: &TestRegistry,
+    name: &str,
+    media: &str,
+    layer: Vec<u8>,
+) -> (String, Limited) {
     pull_case_with(reg, name, media, layer, &[]).await
 }
 
@@ -67,13 +72,33 @@ async fn pull_case_with(
 /// nothing left behind.
 fn assert_refused(name: &str, digest: &str, run: &Limited, needles: &[&str]) {
     assert_eq!(run.code, Some(1), "{name}: {}", run.stderr);
-    assert!(run.stderr.contains(digest), "{name}: layer not named: {}", run.stderr);
+    assert!(
+        run.stderr.contains(digest),
+        "{name}: layer not named: {}",
+        run.stderr
+    );
     for needle in needles {
-        assert!(run.stderr.contains(needle), "{name}: no '{needle}' in: {}", run.stderr);
+        assert!(
+            run.stderr.contains(needle),
+            "{name}: no '{needle}' in: {}",
+            run.stderr
+        );
     }
-    let raw = run.stderr.chars().filter(|c| c.is_control() && *c != '\n').count();
-    assert_eq!(raw, 0, "{name}: raw control characters in: {:?}", run.stderr);
-    assert!(run.stderr.len() < 4096, "{name}: a {}-byte message", run.stderr.len());
+    let raw = run
+        .stderr
+        .chars()
+        .filter(|c| c.is_control() && *c != '\n')
+        .count();
+    assert_eq!(
+        raw, 0,
+        "{name}: raw control characters in: {:?}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.len() < 4096,
+        "{name}: a {}-byte message",
+        run.stderr.len()
+    );
     assert!(run.files.is_empty(), "{name}: files left: {:?}", run.files);
 }
 
@@ -89,19 +114,27 @@ async fn hostile_names_are_refused_with_the_entry_named() {
         ),
         (
             "ansi-escape",
-            Layer::new().file("ok.yaml", b"1").file("evil\x1b[2J\x1b[31m.yaml", b"x").finish(),
+            Layer::new()
+                .file("ok.yaml", b"1")
+                .file("evil\x1b[2J\x1b[31m.yaml", b"x")
+                .finish(),
             vec!["evil\\u{1b}[2J\\u{1b}[31m.yaml", "control characters"],
         ),
         (
             "pax-nul",
-            Layer::new().pax(&[("path", &b"dir/evil\0.yaml"[..])], "short", b"x").finish(),
+            Layer::new()
+                .pax(&[("path", &b"dir/evil\0.yaml"[..])], "short", b"x")
+                .finish(),
             vec!["dir/evil\\u{0}.yaml", "NUL"],
         ),
         (
             "pax-sparse",
             Layer::new()
                 .pax(
-                    &[("GNU.sparse.major", &b"1"[..]), ("GNU.sparse.name", b"data/disk.img")],
+                    &[
+                        ("GNU.sparse.major", &b"1"[..]),
+                        ("GNU.sparse.name", b"data/disk.img"),
+                    ],
                     "GNUSparseFile.0/disk.img",
                     b"1\n0\n0\n",
                 )
@@ -137,7 +170,12 @@ async fn names_of_256_mib_are_refused_before_they_are_read() {
         .file("x", b"x")
         .finish();
     let (digest, run) = pull_case(&reg, "gnu-name-256mib", GZ, gnu).await;
-    assert_refused("gnu", &digest, &run, &["'aaaaaaaa", "268435457 bytes", "4096-byte limit"]);
+    assert_refused(
+        "gnu",
+        &digest,
+        &run,
+        &["'aaaaaaaa", "268435457 bytes", "4096-byte limit"],
+    );
 
     // A PAX record "<len> path=<value>\n" of 256 MiB + 10 bytes in all.
     let len = size + 10;
@@ -151,7 +189,12 @@ async fn names_of_256_mib_are_refused_before_they_are_read() {
         .file("x", b"x")
         .finish();
     let (digest, run) = pull_case(&reg, "pax-path-256mib", GZ, pax).await;
-    assert_refused("pax", &digest, &run, &["'pppppppp", "PAX extended header", "65536-byte limit"]);
+    assert_refused(
+        "pax",
+        &digest,
+        &run,
+        &["'pppppppp", "PAX extended header", "65536-byte limit"],
+    );
 }
 
 #[tokio::test]
@@ -175,7 +218,8 @@ async fn a_zstd_frame_failing_its_checksum_is_refused() {
     let mut h = tar::Header::new_gnu();
     h.set_size(6);
     h.set_mode(0o644);
-    tar.append_data(&mut h, "config.yaml", &b"a: b\n\n"[..]).unwrap();
+    tar.append_data(&mut h, "config.yaml", &b"a: b\n\n"[..])
+        .unwrap();
     let tar = tar.into_inner().unwrap();
     let mut zstd = std::process::Command::new("zstd")
         .args(["-q", "-c", "--check", "-"])
@@ -189,7 +233,12 @@ async fn a_zstd_frame_failing_its_checksum_is_refused() {
     let last = blob.len() - 1;
     blob[last] ^= 0x5a; // the stored checksum: the content still decodes
     let (digest, run) = pull_case(&reg, "zstd-checksum", ZSTD, blob).await;
-    assert_refused("zstd", &digest, &run, &["malformed zstd", "checksum mismatch"]);
+    assert_refused(
+        "zstd",
+        &digest,
+        &run,
+        &["malformed zstd", "checksum mismatch"],
+    );
 }
 
 #[tokio::test]
@@ -236,7 +285,14 @@ async fn ignore_rules_at_their_caps_pull_within_the_bound_and_past_them_are_refu
     assert_eq!(run.files, vec![PathBuf::from("out/o.tar.gz")]);
 
     let over = format!("{sourceignore}{}", complex_rules(1024, "more"));
-    let layer = Layer::new().file("d/.sourceignore", over.as_bytes()).finish();
+    let layer = Layer::new()
+        .file("d/.sourceignore", over.as_bytes())
+        .finish();
     let (digest, run) = pull_case(&reg, "rules-over-cap", GZ, layer).await;
-    assert_refused("rules", &digest, &run, &["d/.sourceignore", "8192 bytes together"]);
+    assert_refused(
+        "rules",
+        &digest,
+        &run,
+        &["d/.sourceignore", "8192 bytes together"],
+    );
 }

@@ -141,7 +141,10 @@ async fn a_tag_link_to_another_origin_is_followed_without_credentials() {
     let other = serve(Arc::new(|_, _, _| tag_page(&["v2"], None))).await;
     for guard in GUARDS {
         let next = format!("{}/v2/a/b/tags/list?last=v1&n=1000", other.base);
-        let reg = serve(guarded(guard, move |_, _, _| tag_page(&["v1"], Some(&next)))).await;
+        let reg = serve(guarded(guard, move |_, _, _| {
+            tag_page(&["v1"], Some(&next))
+        }))
+        .await;
         let before = other.seen().len();
         let tags = session(&reg.host, plain_with_login()).tags().await.unwrap();
         assert_eq!(tags, ["v1", "v2"]);
@@ -186,13 +189,15 @@ async fn a_challenge_from_another_origin_is_refused_and_never_changes_the_login(
         "{}",
         e.message
     );
-    assert_eq!(other.seen().len(), 1, "no token request: {:?}", other.seen());
+    assert_eq!(
+        other.seen().len(),
+        1,
+        "no token request: {:?}",
+        other.seen()
+    );
     assert_eq!(other.authorized_requests(), 0);
     // The session still logs in to the registry with Basic.
-    assert_eq!(
-        r.manifest_digest("v1").await.unwrap(),
-        Digest::of(MANIFEST)
-    );
+    assert_eq!(r.manifest_digest("v1").await.unwrap(), Digest::of(MANIFEST));
     let last = reg.seen().pop().unwrap();
     assert_eq!(last.authorization.as_deref(), Some(basic().as_str()));
 }

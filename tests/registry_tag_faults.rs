@@ -71,9 +71,7 @@ async fn list_error(handler: Handler, conn: HttpConnector) -> (String, RegistryE
 
 #[tokio::test]
 async fn a_page_linking_to_itself_or_repeating_last_is_a_loop_error() {
-    let self_link: Handler = Arc::new(|_, uri, _| {
-        tag_page(&["v1"], Some(&uri.to_string()))
-    });
+    let self_link: Handler = Arc::new(|_, uri, _| tag_page(&["v1"], Some(&uri.to_string())));
     let (message, kind, requests) = list_error(self_link, connector()).await;
     assert_eq!(kind, RegistryErrorKind::Protocol);
     assert!(message.contains("loops"), "{message}");
@@ -115,7 +113,10 @@ async fn an_endless_page_body_stops_at_the_page_cap() {
 async fn tags_longer_than_the_spec_allows_are_skipped() {
     let long = "1".repeat(15 << 20);
     let origin = serve(Arc::new(move |_, uri, _| match last(uri) {
-        None => tag_page(&["1.0.0", &long], Some("/v2/a/b/tags/list?last=1.0.0&n=1000")),
+        None => tag_page(
+            &["1.0.0", &long],
+            Some("/v2/a/b/tags/list?last=1.0.0&n=1000"),
+        ),
         Some(_) => tag_page(&[&"v".repeat(129), "1.0.1", &"v".repeat(128)], None),
     }))
     .await;
@@ -210,7 +211,14 @@ async fn pull_with_a_semver_ref_over_pages_of_15_mib_tags_stays_small() {
         .arg("-o")
         .arg(&rss)
         .arg(env!("CARGO_BIN_EXE_ocisource"))
-        .args(["pull", &url, "--insecure", "--semver", ">=1.0.0", "--output-file"])
+        .args([
+            "pull",
+            &url,
+            "--insecure",
+            "--semver",
+            ">=1.0.0",
+            "--output-file",
+        ])
         .arg(&out);
     let run = tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
@@ -219,7 +227,10 @@ async fn pull_with_a_semver_ref_over_pages_of_15_mib_tags_stays_small() {
     assert_eq!(origin.seen().len() as u64, PAGES + 1, "{stderr}");
     // Every page was listed, the 15 MiB tags skipped with a warning, the highest valid
     // tag chosen; the fake knows no manifest, so the pull ends there.
-    assert!(stderr.contains("skipped tags that are not valid OCI tags"), "{stderr}");
+    assert!(
+        stderr.contains("skipped tags that are not valid OCI tags"),
+        "{stderr}"
+    );
     assert!(stderr.contains("1.0.29"), "{stderr}");
     assert_ne!(run.status.code(), Some(0));
     let peak_kib: u64 = std::fs::read_to_string(&rss)

@@ -67,7 +67,10 @@ fn reconcile_with_secret(s: &Setup, name: &str, config_json: &str) -> (Output, s
     let secret = format!(
         "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\n  namespace: team\ntype: kubernetes.io/dockerconfigjson\nstringData:\n  .dockerconfigjson: '{config_json}'\n"
     );
-    let (o, sec) = (d.join(format!("{name}.yaml")), d.join(format!("{name}-secret.yaml")));
+    let (o, sec) = (
+        d.join(format!("{name}.yaml")),
+        d.join(format!("{name}-secret.yaml")),
+    );
     std::fs::write(&o, object).unwrap();
     std::fs::write(&sec, secret).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_ocisource"))

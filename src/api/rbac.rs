@@ -150,8 +150,7 @@ mod tests {
             resources: Vec<String>,
             verbs: Vec<String>,
         }
-        let parsed: Vec<Parsed> =
-            serde_yaml::from_str(&rules_yaml(Optional::default())).unwrap();
+        let parsed: Vec<Parsed> = serde_yaml::from_str(&rules_yaml(Optional::default())).unwrap();
         assert_eq!(parsed.len(), RULES.len());
         for (p, r) in parsed.iter().zip(RULES) {
             assert_eq!(p.api_groups, vec![r.group.to_string()]);

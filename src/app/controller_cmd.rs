@@ -83,9 +83,21 @@ pub async fn run(args: ControllerArgs) -> Result<(), AppError> {
     let (stop_tx, stop_rx) = watch::channel(());
     let mut servers = Vec::new();
     for (addr, router, what) in [
-        (&args.storage_addr, server::artifact_router(args.storage_path.clone()), "artifact"),
-        (&args.metrics_addr, server::metrics_router(metrics.clone()), "metrics"),
-        (&args.health_addr, server::health_router(ready.clone()), "health"),
+        (
+            &args.storage_addr,
+            server::artifact_router(args.storage_path.clone()),
+            "artifact",
+        ),
+        (
+            &args.metrics_addr,
+            server::metrics_router(metrics.clone()),
+            "metrics",
+        ),
+        (
+            &args.health_addr,
+            server::health_router(ready.clone()),
+            "health",
+        ),
     ] {
         servers.push(serve(addr, router, what, stop_rx.clone()).await?);
     }

@@ -30,9 +30,8 @@ pub struct Signed {
 /// Reads a signing key given with `flag`: cosign's encrypted `cosign.key` (password in
 /// `COSIGN_PASSWORD`, as cosign reads it), PKCS#8 or SEC1 PEM.
 pub fn read_key(path: &std::path::Path, flag: &str) -> Result<SigningKey, AppError> {
-    let pem = std::fs::read(path).map_err(|e| {
-        AppError::Input(format!("failed to read {flag} '{}': {e}", path.display()))
-    })?;
+    let pem = std::fs::read(path)
+        .map_err(|e| AppError::Input(format!("failed to read {flag} '{}': {e}", path.display())))?;
     let password = std::env::var_os("COSIGN_PASSWORD").map(|v| v.into_encoded_bytes());
     SigningKey::from_pem_with_password(&pem, password.as_deref())
         .map_err(|e| AppError::Input(format!("invalid {flag} '{}': {e}", path.display())))
@@ -46,7 +45,9 @@ pub async fn attach(
     key: &SigningKey,
 ) -> Result<String, AppError> {
     let failed = |e: crate::ports::RegistryError| {
-        AppError::Failed(format!("failed to attach the signature of {digest} to {url}: {e}"))
+        AppError::Failed(format!(
+            "failed to attach the signature of {digest} to {url}: {e}"
+        ))
     };
     let reference = format!("{}/{}", url.host, url.repository);
     let sig = sign::sign(key, &reference, digest)
@@ -84,9 +85,9 @@ pub async fn run(args: SignArgs) -> Result<(), AppError> {
         }
         RefSpec::Semver(_) => {
             return Err(AppError::Input(format!(
-                "'{}' names no tag or digest: sign oci://host/repo:tag or oci://host/repo@sha256:<hex>",
-                args.url
-            )))
+            "'{}' names no tag or digest: sign oci://host/repo:tag or oci://host/repo@sha256:<hex>",
+            args.url
+        )))
         }
     };
     let client = HttpConnector::new()

@@ -6,12 +6,12 @@
 use std::io::{self, Read, Write};
 use std::ops::ControlFlow;
 
+use super::compress::Sink;
 use super::decode::Exact;
 use super::error::{conflict, Step};
 use super::merge::{Place, TooManyPaths};
 use super::name::{clean_path, EntryPath, NameError};
 use super::normalise::{ancestors, file_mode, kind_of, split, whiteout, Kind, Whiteout};
-use super::compress::Sink;
 use super::tarstream::{RawEntry, TarStream};
 use super::{ArchiveError, Merger};
 use crate::domain::digest::Digest;

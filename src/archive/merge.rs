@@ -303,11 +303,12 @@ impl State {
         top: V,
         mut f: impl FnMut(&str, &Rec, V) -> ControlFlow<(), V>,
     ) -> bool {
-        self.tree.any_under(dir, top, |p, mark, above| match &mark.rec {
-            Some(rec) => f(p, rec, above),
-            // Nothing recorded here (a whiteout): nothing recorded below either.
-            None => ControlFlow::Continue(above),
-        })
+        self.tree
+            .any_under(dir, top, |p, mark, above| match &mark.rec {
+                Some(rec) => f(p, rec, above),
+                // Nothing recorded here (a whiteout): nothing recorded below either.
+                None => ControlFlow::Continue(above),
+            })
     }
 }
 
@@ -453,21 +454,31 @@ mod tests {
             let kind = if p == "a/b/c" { Kind::Dir } else { Kind::File };
             let _ = win(&mut s, 0, p, kind);
         }
-        assert_eq!(win(&mut s, 1, "a/x/y", Kind::File), Ok(Place::Skip), "under a file");
+        assert_eq!(
+            win(&mut s, 1, "a/x/y", Kind::File),
+            Ok(Place::Skip),
+            "under a file"
+        );
         let mut got = Vec::new();
         s.any_under("", (), |p, _, ()| {
             got.push(p.to_string());
             ControlFlow::Continue(())
         });
         got.sort();
-        assert_eq!(got, vec!["a", "a/b", "a/b/c", "a/b/c/e", "a/b/d", "a/x", "b"]);
+        assert_eq!(
+            got,
+            vec!["a", "a/b", "a/b/c", "a/b/c/e", "a/b/d", "a/x", "b"]
+        );
     }
 
     #[test]
     fn an_opaque_root_hides_every_lower_path() {
         let mut s = state();
         s.make_opaque("", 0).unwrap();
-        assert!(matches!(win(&mut s, 0, "top", Kind::File), Ok(Place::Win { .. })));
+        assert!(matches!(
+            win(&mut s, 0, "top", Kind::File),
+            Ok(Place::Win { .. })
+        ));
         assert_eq!(win(&mut s, 1, "low", Kind::File), Ok(Place::Skip));
     }
 
@@ -478,7 +489,9 @@ mod tests {
         for i in 0..1000 {
             let path = format!("dir{i}/file");
             if let Ok(Place::Win { missing, .. }) = s.place(0, &path, Kind::File) {
-                if s.record(&path, Kind::File, 0, false, &vec![false; missing]).is_err() {
+                if s.record(&path, Kind::File, 0, false, &vec![false; missing])
+                    .is_err()
+                {
                     refused = Some(i);
                     break;
                 }

@@ -47,8 +47,8 @@ use std::io::{self, Read, Write};
 
 use crate::domain::digest::Digest;
 use crate::domain::ignore::IgnoreRules;
-pub use crate::domain::limits::MAX_SOURCEIGNORE_BYTES;
 use crate::domain::limits::Limits;
+pub use crate::domain::limits::MAX_SOURCEIGNORE_BYTES;
 use crate::domain::manifest::Descriptor;
 
 use compress::Sink;

@@ -64,7 +64,8 @@ impl From<&str> for EntryPath {
 
 /// Characters escaped when a name is displayed.
 fn hidden(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    c.is_control()
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 impl fmt::Display for EntryPath {
@@ -203,7 +204,10 @@ mod tests {
         let deep = vec!["d"; 256].join("/");
         assert!(clean(&deep).is_ok());
         assert_eq!(clean(&format!("{deep}/e")), Err(NameError::TooDeep));
-        assert!(clean(&format!("{deep}//./")).is_ok(), "empty parts are not components");
+        assert!(
+            clean(&format!("{deep}//./")).is_ok(),
+            "empty parts are not components"
+        );
     }
 
     #[test]
@@ -213,8 +217,14 @@ mod tests {
         assert!(!p.to_string().chars().any(char::is_control));
         let long = "é".repeat(1000);
         let shown = EntryPath::new(long.as_bytes()).to_string();
-        assert!(shown.starts_with("éé") && shown.ends_with("… (2000 bytes)"), "{shown}");
+        assert!(
+            shown.starts_with("éé") && shown.ends_with("… (2000 bytes)"),
+            "{shown}"
+        );
         assert!(shown.len() < SHOWN_BYTES + 32, "{}", shown.len());
-        assert_eq!(EntryPath::cut(b"abc", 1 << 28).to_string(), "abc… (268435456 bytes)");
+        assert_eq!(
+            EntryPath::cut(b"abc", 1 << 28).to_string(),
+            "abc… (268435456 bytes)"
+        );
     }
 }

@@ -260,7 +260,8 @@ impl<R: Read> TarStream<R> {
         let mut pax = Pax::default();
         let mut rest = data.as_slice();
         while !rest.is_empty() {
-            let (key, value, tail) = record(rest).ok_or_else(|| malformed("malformed PAX record"))?;
+            let (key, value, tail) =
+                record(rest).ok_or_else(|| malformed("malformed PAX record"))?;
             rest = tail;
             match key {
                 b"path" => pax.path = Some(value.to_vec()),
@@ -344,6 +345,9 @@ mod tests {
     fn the_first_record_of_an_oversized_header_names_the_entry() {
         let head = b"268435466 path=deep/dir/name";
         let (k, v, full) = first_record(head).unwrap();
-        assert_eq!((k, v, full), (&b"path"[..], &b"deep/dir/name"[..], 268_435_466 - 16));
+        assert_eq!(
+            (k, v, full),
+            (&b"path"[..], &b"deep/dir/name"[..], 268_435_466 - 16)
+        );
     }
 }

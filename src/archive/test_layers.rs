@@ -14,9 +14,9 @@ use tar::{EntryType, Header};
 use super::bridge::{self, BridgeError, MergeTask};
 #[path = "../../tests/support/rawtar.rs"]
 mod rawtar;
-pub(super) use rawtar::{pax_records, raw_header};
 use super::*;
 use crate::ports::{BlobStream, RegistryError};
+pub(super) use rawtar::{pax_records, raw_header};
 
 /// One entry of a test layer.
 pub(super) enum E<'a> {
@@ -147,7 +147,6 @@ pub(super) fn listing(targz: &[u8]) -> Vec<(String, char, u32, String)> {
     out
 }
 
-
 /// Compressed by the zstd CLI with `args`.
 pub(super) fn zstd_cli(args: &[&str], data: &[u8]) -> Vec<u8> {
     let mut child = Command::new("zstd")
@@ -172,7 +171,11 @@ pub(super) fn extended(kind: EntryType, data: &[u8], name: &str, content: &[u8])
     let mut out = raw_header(b"././@LongLink", kind, data.len() as u64).to_vec();
     out.extend_from_slice(data);
     pad(&mut out);
-    out.extend(raw_header(name.as_bytes(), EntryType::Regular, content.len() as u64));
+    out.extend(raw_header(
+        name.as_bytes(),
+        EntryType::Regular,
+        content.len() as u64,
+    ));
     out.extend_from_slice(content);
     pad(&mut out);
     out.resize(out.len() + 1024, 0);

@@ -7,7 +7,9 @@
 use tar::EntryType;
 
 use super::bridge::{BridgeError, MergeTask};
-use super::test_layers::{blob_stream, desc, done, gz, listing, merge, no_ignores, tar_of, zstd_cli, E};
+use super::test_layers::{
+    blob_stream, desc, done, gz, listing, merge, no_ignores, tar_of, zstd_cli, E,
+};
 use super::*;
 
 /// Merges and returns the error with its message; checks the message names the digest of
@@ -275,7 +277,10 @@ fn oversized_sourceignores_are_refused_alone_or_together() {
         "{err:?}"
     );
     let half = "#".repeat(cap / 2 + 1);
-    let two = tar_of(&[E::File("a/.sourceignore", &half), E::File("b/.sourceignore", &half)]);
+    let two = tar_of(&[
+        E::File("a/.sourceignore", &half),
+        E::File("b/.sourceignore", &half),
+    ]);
     let (err, _) = refused(&[two], 0, "b/.sourceignore");
     assert!(
         matches!(err, ArchiveError::SourceIgnoreTooLarge { .. }),

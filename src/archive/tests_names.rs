@@ -23,11 +23,23 @@ fn limits(f: impl FnOnce(&mut Limits)) -> MergeOptions {
 #[test]
 fn a_path_thirty_thousand_directories_deep_is_refused_by_its_length() {
     let deep = format!("{}/f", vec!["d"; 30_000].join("/"));
-    let layer = gz(&extended(EntryType::GNULongName, deep.as_bytes(), "short", b"x"));
+    let layer = gz(&extended(
+        EntryType::GNULongName,
+        deep.as_bytes(),
+        "short",
+        b"x",
+    ));
     assert!(layer.len() < 1024, "a small layer: {}", layer.len());
     let (err, msg) = refused(&[layer], 0, "d/d/d/d");
     assert!(
-        matches!(err, ArchiveError::NameTooLong { bytes: 60_001, limit: 4096, .. }),
+        matches!(
+            err,
+            ArchiveError::NameTooLong {
+                bytes: 60_001,
+                limit: 4096,
+                ..
+            }
+        ),
         "{err:?}"
     );
     assert!(msg.contains("… (60001 bytes)"), "{msg}");
@@ -38,7 +50,10 @@ fn depth_is_capped_and_a_tree_at_the_cap_merges() {
     let too_deep = format!("{}/f", vec!["d"; 300].join("/"));
     let layer = extended(EntryType::GNULongName, too_deep.as_bytes(), "short", b"x");
     let (err, _) = refused(&[layer], 0, "d/d/d");
-    assert!(matches!(err, ArchiveError::PathTooDeep { limit: 256, .. }), "{err:?}");
+    assert!(
+        matches!(err, ArchiveError::PathTooDeep { limit: 256, .. }),
+        "{err:?}"
+    );
     let at_cap = format!("{}/f", vec!["d"; 255].join("/"));
     let layer = extended(EntryType::GNULongName, at_cap.as_bytes(), "short", b"ok");
     let (out, stats) = done(merge(&[layer], limits(|_| {})).unwrap());
@@ -54,10 +69,20 @@ fn a_huge_gnu_long_name_is_refused_from_its_header() {
     layer.extend_from_slice(&[b'a'; 512]);
     let (err, msg) = refused(&[layer], 0, "aaaa");
     assert!(
-        matches!(err, ArchiveError::NameTooLong { bytes: 268_435_456, .. }),
+        matches!(
+            err,
+            ArchiveError::NameTooLong {
+                bytes: 268_435_456,
+                ..
+            }
+        ),
         "{err:?}"
     );
-    assert!(msg.len() < 1024, "the message stays short: {} bytes", msg.len());
+    assert!(
+        msg.len() < 1024,
+        "the message stays short: {} bytes",
+        msg.len()
+    );
     // A whole 64 MiB record, gzip'd: the same refusal, whatever follows.
     let name = vec![b'n'; 64 << 20];
     let layer = gz(&extended(EntryType::GNULongName, &name, "x", b""));
@@ -76,7 +101,10 @@ fn long_link_names_are_capped_too() {
     h.set_cksum();
     layer[at..at + 512].copy_from_slice(h.as_bytes());
     let (err, _) = refused(&[layer], 0, "'ln'");
-    assert!(matches!(err, ArchiveError::NameTooLong { bytes: 5000, .. }), "{err:?}");
+    assert!(
+        matches!(err, ArchiveError::NameTooLong { bytes: 5000, .. }),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -86,18 +114,36 @@ fn an_oversized_pax_header_is_refused_from_its_header_and_names_the_path() {
     layer.resize(1024, b'a');
     let (err, msg) = refused(&[layer], 0, "deep/secret/name");
     assert!(
-        matches!(err, ArchiveError::PaxTooLarge { bytes: 268_435_466, limit: 65_536, .. }),
+        matches!(
+            err,
+            ArchiveError::PaxTooLarge {
+                bytes: 268_435_466,
+                limit: 65_536,
+                ..
+            }
+        ),
         "{err:?}"
     );
-    assert!(msg.contains("bytes)"), "the cut name says how long it was: {msg}");
+    assert!(
+        msg.contains("bytes)"),
+        "the cut name says how long it was: {msg}"
+    );
 }
 
 #[test]
 fn pax_path_and_linkpath_within_the_header_cap_are_still_name_capped() {
     let long = vec![b'p'; 5000];
-    let layer = extended(EntryType::XHeader, &pax_records(&[("path", long.as_slice())]), "short", b"x");
+    let layer = extended(
+        EntryType::XHeader,
+        &pax_records(&[("path", long.as_slice())]),
+        "short",
+        b"x",
+    );
     let (err, _) = refused(&[layer], 0, "pppp");
-    assert!(matches!(err, ArchiveError::NameTooLong { bytes: 5000, .. }), "{err:?}");
+    assert!(
+        matches!(err, ArchiveError::NameTooLong { bytes: 5000, .. }),
+        "{err:?}"
+    );
     let layer = extended(
         EntryType::XHeader,
         &pax_records(&[("linkpath", long.as_slice())]),
@@ -117,7 +163,10 @@ fn a_nul_or_a_newline_in_a_pax_path_is_refused_clearly() {
         b"x",
     );
     let (err, msg) = refused(&[layer], 0, "dir/evil\\u{0}.yaml");
-    assert!(matches!(err, ArchiveError::UnsafePath { .. }) && msg.contains("NUL"), "{msg}");
+    assert!(
+        matches!(err, ArchiveError::UnsafePath { .. }) && msg.contains("NUL"),
+        "{msg}"
+    );
     let layer = extended(
         EntryType::XHeader,
         &pax_records(&[("path", &b"dir/two\nlines"[..])]),
@@ -151,7 +200,11 @@ fn names_flux_consumers_refuse_are_refused_at_pull_time() {
             "{msg}"
         );
     }
-    let fine = tar_of(&[E::File("x../", ""), E::File("y..", "1"), E::File("a..b/c", "2")]);
+    let fine = tar_of(&[
+        E::File("x../", ""),
+        E::File("y..", "1"),
+        E::File("a..b/c", "2"),
+    ]);
     assert!(merge(&[fine], limits(|_| {})).is_ok());
 }
 
@@ -163,7 +216,12 @@ fn pax_sparse_files_are_refused_not_stored_encoded() {
         ("GNU.sparse.name", b"data/disk.img"),
         ("GNU.sparse.realsize", b"1048576"),
     ]);
-    let layer = extended(EntryType::XHeader, &records, "GNUSparseFile.0/disk.img", b"1\n0\n0\n");
+    let layer = extended(
+        EntryType::XHeader,
+        &records,
+        "GNUSparseFile.0/disk.img",
+        b"1\n0\n0\n",
+    );
     let (err, msg) = refused(&[layer], 0, "data/disk.img");
     assert!(
         matches!(err, ArchiveError::SpecialFile { .. }) && msg.contains("sparse"),
@@ -173,7 +231,12 @@ fn pax_sparse_files_are_refused_not_stored_encoded() {
 
 #[test]
 fn a_pax_size_overrides_the_header_size() {
-    let layer = extended(EntryType::XHeader, &pax_records(&[("size", &b"5"[..])]), "f", b"");
+    let layer = extended(
+        EntryType::XHeader,
+        &pax_records(&[("size", &b"5"[..])]),
+        "f",
+        b"",
+    );
     // The entry header says 0 bytes, PAX says 5: give it a data block holding them.
     let mut fixed = layer[..1536].to_vec();
     fixed.extend_from_slice(b"hello");
@@ -196,7 +259,9 @@ fn files(names: &[String]) -> Vec<u8> {
 
 #[test]
 fn remembered_paths_are_capped_with_a_clear_error() {
-    let names: Vec<String> = (0..2000).map(|i| format!("d{i}/{}", "n".repeat(200))).collect();
+    let names: Vec<String> = (0..2000)
+        .map(|i| format!("d{i}/{}", "n".repeat(200)))
+        .collect();
     let layer = files(&names);
     let small = limits(|l| l.max_remembered_bytes = 256 << 10);
     let (err, msg) = refused_with(std::slice::from_ref(&layer), small, 0, "/nnnn");
@@ -205,9 +270,14 @@ fn remembered_paths_are_capped_with_a_clear_error() {
         "{err:?}"
     );
     assert!(msg.contains("262144 bytes"), "{msg}");
-    assert!(merge(&[layer], limits(|_| {})).is_ok(), "the default budget holds them");
+    assert!(
+        merge(&[layer], limits(|_| {})).is_ok(),
+        "the default budget holds them"
+    );
     // Whiteouts are remembered paths too.
-    let names: Vec<String> = (0..2000).map(|i| format!("w{i}/.wh.{}", "n".repeat(200))).collect();
+    let names: Vec<String> = (0..2000)
+        .map(|i| format!("w{i}/.wh.{}", "n".repeat(200)))
+        .collect();
     let small = limits(|l| l.max_remembered_bytes = 256 << 10);
     let (err, _) = refused_with(&[files(&names)], small, 0, ".wh.nnn");
     assert!(matches!(err, ArchiveError::TooManyPaths { .. }), "{err:?}");

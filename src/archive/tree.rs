@@ -251,7 +251,10 @@ mod tests {
         assert_eq!(t.charged(), cost * 4 + 6);
         assert_eq!(t.add_path("aa/bb/dd"), Err(Full));
         assert_eq!(t.charged(), cost * 4 + 6, "a refused node is not charged");
-        assert_eq!(t.child(t.child(ROOT, "aa").unwrap(), "bb").map(|_| ()), Some(()));
+        assert_eq!(
+            t.child(t.child(ROOT, "aa").unwrap(), "bb").map(|_| ()),
+            Some(())
+        );
     }
 
     #[test]

@@ -100,9 +100,7 @@ impl<R: BufRead> Read for Frames<R> {
             while self.decoder.can_collect() == 0 && !self.decoder.is_finished() {
                 self.decoder
                     .decode_blocks(&mut self.source, BlockDecodingStrategy::UptoBlocks(1))
-                    .map_err(|e| {
-                        invalid(format!("malformed zstd frame {}: {e}", self.frames))
-                    })?;
+                    .map_err(|e| invalid(format!("malformed zstd frame {}: {e}", self.frames)))?;
             }
             let n = self.decoder.read(buf)?;
             if n > 0 {
@@ -134,7 +132,10 @@ mod tests {
         let mut blob = zstd_cli(&[], b"first frame, ");
         blob.extend_from_slice(&[0x50, 0x2a, 0x4d, 0x18, 3, 0, 0, 0, 9, 9, 9]);
         blob.extend(zstd_cli(&[], b"second frame"));
-        assert_eq!(decode(&blob, 8 << 20).unwrap(), b"first frame, second frame");
+        assert_eq!(
+            decode(&blob, 8 << 20).unwrap(),
+            b"first frame, second frame"
+        );
     }
 
     #[test]
@@ -149,7 +150,10 @@ mod tests {
         let mut no_check = zstd_cli(&["--no-check", "-1"], &data);
         assert_eq!(decode(&no_check, 8 << 20).unwrap(), data);
         no_check.truncate(no_check.len() - 3);
-        assert!(decode(&no_check, 8 << 20).is_err(), "a cut frame is an error");
+        assert!(
+            decode(&no_check, 8 << 20).is_err(),
+            "a cut frame is an error"
+        );
     }
 
     #[test]

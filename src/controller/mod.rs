@@ -80,7 +80,10 @@ pub enum ControllerError {
     NoNamespace(String),
 }
 
-async fn apply<K: SourceKind>(obj: Arc<K>, kctx: Arc<KubeContext>) -> Result<Action, ControllerError> {
+async fn apply<K: SourceKind>(
+    obj: Arc<K>,
+    kctx: Arc<KubeContext>,
+) -> Result<Action, ControllerError> {
     let ns = obj
         .namespace()
         .ok_or_else(|| ControllerError::NoNamespace(obj.name_any()))?;

@@ -129,11 +129,7 @@ fn revision_keys_carry_the_involved_objects_group_for_both_kinds() {
         ("ocisource.dev/v1beta1", "ocisource.dev"),
         ("source.toolkit.fluxcd.io/v1", "source.toolkit.fluxcd.io"),
     ] {
-        let m = metadata(
-            &object(api_version),
-            &BTreeMap::new(),
-            &new_artifact(),
-        );
+        let m = metadata(&object(api_version), &BTreeMap::new(), &new_artifact());
         assert_eq!(
             m,
             annotations(&[

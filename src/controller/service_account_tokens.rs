@@ -12,8 +12,8 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::PostParams;
 use kube::{Api, Client};
 
-use crate::ports::{ServiceAccountError, ServiceAccountToken, ServiceAccountTokens};
 use crate::domain::secret::Redacted;
+use crate::ports::{ServiceAccountError, ServiceAccountToken, ServiceAccountTokens};
 
 /// Lifetime asked of every token: Flux's, and the cloud exchanges need it only briefly.
 const TOKEN_SECONDS: i64 = 3600;

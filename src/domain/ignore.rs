@@ -492,8 +492,19 @@ mod tests {
     #[test]
     fn a_walk_down_with_parent_verdicts_agrees_with_full_checks() {
         let paths = [
-            "a", "a/x.txt", "a/b", "a/b/keep.txt", "a/b/c", "a/b/c/d.txt", "a/b/c/logo.png",
-            "a/local", "a/local/f", "z", "z/y.txt", ".git", ".git/config",
+            "a",
+            "a/x.txt",
+            "a/b",
+            "a/b/keep.txt",
+            "a/b/c",
+            "a/b/c/d.txt",
+            "a/b/c/logo.png",
+            "a/local",
+            "a/local/f",
+            "z",
+            "z/y.txt",
+            ".git",
+            ".git/config",
         ];
         let few = {
             let mut r = IgnoreRules::flux_default();

@@ -209,7 +209,10 @@ mod tests {
             media_type: Some(HELM.into()),
             ..flux.clone()
         };
-        assert_eq!(helm.select(&m).unwrap(), Selection::Extract(vec![desc(HELM, 2)]));
+        assert_eq!(
+            helm.select(&m).unwrap(),
+            Selection::Extract(vec![desc(HELM, 2)])
+        );
         let none = manifest(vec![]);
         assert_eq!(
             flux.select(&none).unwrap_err().to_string(),

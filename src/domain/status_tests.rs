@@ -267,7 +267,10 @@ fn failure_sets_step_condition_ready_false_and_what_next(
         (d.events[0].type_, d.events[0].reason.as_str()),
         (EventType::Warning, reason)
     );
-    assert_eq!(d.events[0].artifact, None, "Flux sends no revision with a failure");
+    assert_eq!(
+        d.events[0].artifact, None,
+        "Flux sends no revision with a failure"
+    );
 }
 
 #[test]

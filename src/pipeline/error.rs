@@ -6,8 +6,8 @@ use crate::domain::ignore::IgnoreError;
 use crate::domain::layers::LayerError;
 use crate::domain::manifest::ManifestError;
 use crate::domain::reference::RefError;
-use crate::ports::{RegistryError, RegistryErrorKind};
 use crate::ports::StoreError;
+use crate::ports::{RegistryError, RegistryErrorKind};
 
 /// A failed pipeline step.
 #[derive(Debug, thiserror::Error)]

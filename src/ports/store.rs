@@ -172,12 +172,21 @@ mod tests {
 
     #[test]
     fn object_names_that_kubernetes_refuses_never_become_paths() {
-        for (ns, name) in [("..", "app"), ("ns", ".."), ("ns", "a/b"), ("a/b", "x"), ("", "x")] {
+        for (ns, name) in [
+            ("..", "app"),
+            ("ns", ".."),
+            ("ns", "a/b"),
+            ("a/b", "x"),
+            ("", "x"),
+        ] {
             let err = object_dir(ns, name).unwrap_err();
             assert!(matches!(err, StoreError::BadName(_)), "{ns}/{name}");
             assert!(artifact_path(ns, name, "f.tar.gz").is_err());
         }
-        assert_eq!(object_dir("team-1", "app.v2").unwrap(), "ocirepository/team-1/app.v2");
+        assert_eq!(
+            object_dir("team-1", "app.v2").unwrap(),
+            "ocirepository/team-1/app.v2"
+        );
         assert_eq!(
             artifact_path("ns", "app", "x.tar.gz").unwrap(),
             "ocirepository/ns/app/x.tar.gz"

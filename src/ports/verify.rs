@@ -106,7 +106,8 @@ mod tests {
 
     #[test]
     fn reads_as_the_adapter_error_with_its_sources() {
-        let failure = VerifyFailure::new(VerifyFailureKind::Spec, Spec(std::io::Error::other("pem")));
+        let failure =
+            VerifyFailure::new(VerifyFailureKind::Spec, Spec(std::io::Error::other("pem")));
         assert_eq!(failure.kind(), VerifyFailureKind::Spec);
         assert_eq!(failure.to_string(), "invalid verification spec: bad key");
         assert_eq!(failure.source().unwrap().to_string(), "pem");

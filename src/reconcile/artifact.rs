@@ -8,8 +8,8 @@ use std::time::SystemTime;
 use chrono::{DateTime, Utc};
 
 use crate::api::conditions::to_time;
-use crate::api::ocirepository::LayerOperation as ApiOperation;
 use crate::api::flux_ocirepository::OPTIONS_METADATA_KEY;
+use crate::api::ocirepository::LayerOperation as ApiOperation;
 use crate::api::{Artifact, Flavour, OciRepository, OciRepositoryStatus};
 use crate::domain::layers::{LayerOperation, LayerSelector};
 use crate::domain::manifest::Platform;
@@ -92,7 +92,9 @@ pub fn currency(
         && same_extras(obj, previous, flavour);
     if !same {
         Currency::Outdated
-    } else if artifact.path.starts_with(&format!("{}/", kind_dir(flavour)))
+    } else if artifact
+        .path
+        .starts_with(&format!("{}/", kind_dir(flavour)))
         && ctx.storage.exists(&artifact.path)
     {
         Currency::Current

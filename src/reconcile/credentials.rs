@@ -11,10 +11,10 @@
 use std::collections::BTreeMap;
 
 use crate::api::OciRepository;
+use crate::domain::docker_config::DockerConfig;
 use crate::domain::secret::{Credentials, Redacted};
 use crate::domain::verification::{VerifyPolicy, VerifySpec};
 use crate::ports::{ClientIdentity, ProxySettings, RegistryOptions, SecretData, Secrets};
-use crate::domain::docker_config::DockerConfig;
 
 use super::error::ReconcileError;
 
@@ -273,7 +273,10 @@ mod tests {
         let c = docker_credentials(&data(with_store), "creds", "spec.secretRef", "reg.example")
             .unwrap()
             .unwrap();
-        assert_eq!((c.username.as_str(), c.password.expose().as_str()), ("u", "p"));
+        assert_eq!(
+            (c.username.as_str(), c.password.expose().as_str()),
+            ("u", "p")
+        );
         let none = docker_credentials(
             &data(r#"{"auths":{"other.example":{"auth":"dTpw"}}}"#),
             "creds",

@@ -12,8 +12,8 @@ use reqwest::header::{CONTENT_RANGE, RANGE};
 
 use super::client::{err, unexpected, Access, RegistryClient};
 use super::failure::Cause;
-use crate::domain::error_chain::chain;
 use crate::domain::digest::{Digest, Hasher};
+use crate::domain::error_chain::chain;
 use crate::domain::manifest::Descriptor;
 use crate::ports::{BlobStream, RegistryError, RegistryErrorKind};
 

@@ -329,7 +329,10 @@ impl RegistryClient {
             // The one place credentials are attached: only for their own origin.
             if let Some(c) = credential {
                 let target = reqwest::Url::parse(url).map_err(|_| {
-                    err(RegistryErrorKind::Protocol, format!("failed to {what}: invalid URL {url}"))
+                    err(
+                        RegistryErrorKind::Protocol,
+                        format!("failed to {what}: invalid URL {url}"),
+                    )
                 })?;
                 if let Some(a) = c.header_for(&target) {
                     let mut v = HeaderValue::from_str(a.expose())

@@ -38,7 +38,10 @@ impl UserDockerConfig {
     /// helper, then `auths`, then the `credsStore` helper. `None` when nothing has any.
     pub fn credentials_for(&self, host: &str) -> Result<Option<Credentials>, DockerConfigError> {
         let helper = self.config.helper_for(host);
-        if let Some(h) = helper.as_ref().filter(|h| h.source == HelperSource::PerHost) {
+        if let Some(h) = helper
+            .as_ref()
+            .filter(|h| h.source == HelperSource::PerHost)
+        {
             return run_helper(&h.name, host);
         }
         if let Some(c) = self.config.credentials_for(host)? {
@@ -126,7 +129,11 @@ mod tests {
     fn a_missing_helper_is_a_clear_error() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("config.json");
-        std::fs::write(&path, br#"{"credHelpers":{"h.example":"ocisource-absent"}}"#).unwrap();
+        std::fs::write(
+            &path,
+            br#"{"credHelpers":{"h.example":"ocisource-absent"}}"#,
+        )
+        .unwrap();
         let e = UserDockerConfig::from_file(&path)
             .unwrap()
             .credentials_for("h.example")

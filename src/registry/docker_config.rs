@@ -58,8 +58,11 @@ mod tests {
     fn a_file_is_read_and_parsed_and_a_missing_one_names_its_path() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("config.json");
-        std::fs::write(&path, br#"{"auths":{"reg.example":{"username":"u","password":"p"}}}"#)
-            .unwrap();
+        std::fs::write(
+            &path,
+            br#"{"auths":{"reg.example":{"username":"u","password":"p"}}}"#,
+        )
+        .unwrap();
         let cfg = DockerConfig::load(&path).unwrap();
         assert!(cfg.credentials_for("reg.example").unwrap().is_some());
         let missing = dir.path().join("none.json");

@@ -302,7 +302,10 @@ impl Fallback {
                     && resp.version() == reqwest::Version::HTTP_10
                     && resp.headers().get(reqwest::header::CONTENT_TYPE).is_none() =>
             {
-                Err(TransportFailure::new(Cause::SpeaksTls, SPEAKS_TLS.to_string()))
+                Err(TransportFailure::new(
+                    Cause::SpeaksTls,
+                    SPEAKS_TLS.to_string(),
+                ))
             }
             Ok(resp) => Ok(resp),
             Err(e) => Err(failure(e)),

@@ -219,7 +219,9 @@ mod tests {
             Redacted::new("Basic x".into()),
             Origin::of(&u("https://reg.example")),
         );
-        assert!(c.header_for(&u("https://reg.example/v2/a/tags/list")).is_some());
+        assert!(c
+            .header_for(&u("https://reg.example/v2/a/tags/list"))
+            .is_some());
         assert!(c.header_for(&u("https://cdn.example/blob")).is_none());
         assert!(c.header_for(&u("http://reg.example/v2/")).is_none());
     }
@@ -262,7 +264,10 @@ mod tests {
             Err(OriginError::RealmDomain { .. })
         ));
         assert!(matches!(
-            check_realm(&u("http://169.254.169.254/"), &u("http://169.254.169.254/t")),
+            check_realm(
+                &u("http://169.254.169.254/"),
+                &u("http://169.254.169.254/t")
+            ),
             Err(OriginError::RealmLinkLocal { .. })
         ));
         assert!(matches!(

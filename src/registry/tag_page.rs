@@ -209,7 +209,10 @@ mod tests {
         assert_eq!(s.tags, ["v1", "v2"]);
         assert_eq!(s.skipped, 3);
         let shown = s.first_skipped.clone().unwrap();
-        assert!(shown.contains("...") && shown.contains("(129 bytes)"), "{shown}");
+        assert!(
+            shown.contains("...") && shown.contains("(129 bytes)"),
+            "{shown}"
+        );
         assert!(shown.len() < 80, "{shown}");
         let mut empty = sink(1 << 20, 100);
         parse(&mut empty, r#"{"name":"a/b","tags":null}"#).unwrap();

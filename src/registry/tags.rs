@@ -195,7 +195,8 @@ impl RegistryClient {
                 )
             })?;
             // The page as it was really fetched (plain HTTP after Flux's fallback).
-            let spoken = reqwest::Url::parse(&self.url_as_spoken(url.as_str())).unwrap_or_else(|_| url.clone());
+            let spoken = reqwest::Url::parse(&self.url_as_spoken(url.as_str()))
+                .unwrap_or_else(|_| url.clone());
             check_target(&spoken, &resolved).map_err(|e| {
                 self.list_error(
                     RegistryErrorKind::Protocol,

@@ -88,7 +88,10 @@ mod tests {
         pending.write_all(b"one").unwrap();
         assert_eq!(pending.written(), 3);
         let stored = pending.commit().unwrap();
-        assert_eq!((stored.digest.clone(), stored.size), (Digest::of(b"one"), 3));
+        assert_eq!(
+            (stored.digest.clone(), stored.size),
+            (Digest::of(b"one"), 3)
+        );
         assert!(store.exists(&rel) && store.verify(&rel, &stored.digest).unwrap());
         assert_eq!(store.list_artifacts().unwrap(), vec![rel.clone()]);
         store.remove_object(&rel).unwrap();

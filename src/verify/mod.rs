@@ -29,8 +29,8 @@ pub use keys::{KeyError, ParsedKey};
 
 use crate::domain::digest::Digest;
 use crate::domain::verification::{IdentityMatch, PolicyError, VerifyPolicy};
-use crate::ports::{Registry, RegistryError, VerifyFailure, VerifyFailureKind};
 pub use crate::ports::Verified;
+use crate::ports::{Registry, RegistryError, VerifyFailure, VerifyFailureKind};
 use discover::Candidate;
 use trust::Trust;
 

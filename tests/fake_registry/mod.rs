@@ -80,7 +80,10 @@ fn app(handler: Handler) -> (axum::Router, Arc<Mutex<Vec<Seen>>>) {
         handler,
         seen: seen.clone(),
     });
-    (axum::Router::new().fallback(handle).with_state(shared), seen)
+    (
+        axum::Router::new().fallback(handle).with_state(shared),
+        seen,
+    )
 }
 
 /// Serves `handler` on `listener` in the background.

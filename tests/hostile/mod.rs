@@ -85,7 +85,11 @@ impl Layer {
 
     /// A regular file whose name goes in a GNU long-name record.
     pub fn long_named(&mut self, name: &[u8], content: &[u8]) -> &mut Self {
-        self.header(b"././@LongLink", EntryType::GNULongName, name.len() as u64 + 1);
+        self.header(
+            b"././@LongLink",
+            EntryType::GNULongName,
+            name.len() as u64 + 1,
+        );
         self.gz.write_all(name).unwrap();
         self.gz.write_all(&[0]).unwrap();
         self.pad(name.len() as u64 + 1);
@@ -103,7 +107,10 @@ impl Layer {
     /// The end-of-archive blocks and the gzip trailer.
     pub fn finish(&mut self) -> Vec<u8> {
         self.gz.write_all(&[0u8; 1024]).unwrap();
-        let gz = std::mem::replace(&mut self.gz, GzEncoder::new(Vec::new(), Compression::fast()));
+        let gz = std::mem::replace(
+            &mut self.gz,
+            GzEncoder::new(Vec::new(), Compression::fast()),
+        );
         gz.finish().unwrap()
     }
 }
@@ -162,7 +169,15 @@ pub fn pull_limited(url: &str, extra: &[String]) -> Limited {
         .arg(format!("--as={ADDRESS_SPACE}"))
         .arg("--")
         .arg(env!("CARGO_BIN_EXE_ocisource"))
-        .args(["pull", url, "--tag", "v1", "--insecure", "--output-file", "out/o.tar.gz"])
+        .args([
+            "pull",
+            url,
+            "--tag",
+            "v1",
+            "--insecure",
+            "--output-file",
+            "out/o.tar.gz",
+        ])
         .args(extra)
         .current_dir(root)
         .env("HOME", root.join("home"))
