@@ -26,6 +26,7 @@
 #   BENCH_CONCURRENT=N  --concurrent of both controllers in scenarios 6-8 (default 4)
 #   BENCH_FLUX_BUDGET=S seconds one Flux run of scenario 7 may take (default 600)
 #   BENCH_S7_N=N        objects in scenario 7 (default 10000)
+#   BENCH_S6_N=100,1000 fleet sizes of scenario 6 (default 100,1000)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

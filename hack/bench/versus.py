@@ -108,7 +108,8 @@ def push_renamed(reg, aset: dict, old: str, new: str) -> list[dict]:
 
 
 def scenario6(rep, ctx, images: list[dict]) -> None:
-    ns_list, runs = ((10,), 1) if ctx.quick else ((100, 1000), ctx.runs)
+    sizes = tuple(int(x) for x in os.environ.get("BENCH_S6_N", "100,1000").split(",") if x)
+    ns_list, runs = ((10,), 1) if ctx.quick else (sizes, ctx.runs)
     for n in ns_list:
         interval = 60
         steady = 0.0 if ctx.quick else float(interval)
