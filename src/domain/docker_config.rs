@@ -16,9 +16,14 @@ use crate::domain::secret::{Credentials, Redacted};
 /// Docker config bytes that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum DockerConfigError {
-    /// The JSON is malformed.
-    #[error("failed to parse docker config")]
-    Parse(#[source] serde_json::Error),
+    /// The JSON is malformed. The parser's message is kept with every quoted value
+    /// replaced by `"…"`: serde quotes the offending value (`invalid type: string "…"`),
+    /// which in a docker config may be a password or a token.
+    #[error("failed to parse docker config: {message}")]
+    Parse {
+        /// What is wrong and where, values left out.
+        message: String,
+    },
     /// An `auth` entry is not base64 of `user:password`.
     #[error("failed to decode the auth entry for '{host}': expected base64 of 'user:password'")]
     Auth {
@@ -103,16 +108,48 @@ pub fn normalize_host(key: &str) -> String {
     }
 }
 
+/// `text` with the content of every double-quoted string (Rust `Debug` quoting, as serde
+/// writes values into its messages) replaced by `…`.
+fn without_quoted_values(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c != '"' {
+            continue;
+        }
+        out.push('…');
+        let mut escaped = false;
+        for inner in chars.by_ref() {
+            match (escaped, inner) {
+                (false, '\\') => escaped = true,
+                (false, '"') => {
+                    out.push('"');
+                    break;
+                }
+                _ => escaped = false,
+            }
+        }
+    }
+    out
+}
+
+fn parse_error(e: serde_json::Error) -> DockerConfigError {
+    DockerConfigError::Parse {
+        message: without_quoted_values(&e.to_string()),
+    }
+}
+
 impl DockerConfig {
     /// Parses config JSON (`config.json` or a `.dockerconfigjson` Secret value).
     pub fn parse(json: &[u8]) -> Result<Self, DockerConfigError> {
-        serde_json::from_slice(json).map_err(DockerConfigError::Parse)
+        serde_json::from_slice(json).map_err(parse_error)
     }
 
     /// Parses the legacy `.dockercfg` format (a `kubernetes.io/dockercfg` Secret): the
     /// `auths` map itself, without the wrapping object, as Kubernetes and Flux read it.
     pub fn parse_legacy(json: &[u8]) -> Result<Self, DockerConfigError> {
-        let auths = serde_json::from_slice(json).map_err(DockerConfigError::Parse)?;
+        let auths = serde_json::from_slice(json).map_err(parse_error)?;
         Ok(Self {
             auths,
             ..Self::default()
@@ -187,6 +224,27 @@ fn entry_credentials(host: &str, e: &AuthEntry) -> Result<Option<Credentials>, D
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+
+    /// Found by the long fuzz run: an `auths` entry that is a string had its value (a
+    /// credential) quoted in the parse error.
+    #[test]
+    fn a_parse_error_never_quotes_a_value() {
+        let json = br#"{"auths": {"gio": {"auth": "cqqqqqqqqqqwc"}, "h": "c2VjcmV0LXRva2Vu"}}"#;
+        let err = DockerConfig::parse(json).err().unwrap();
+        let text = crate::domain::error_chain::chain(&err);
+        assert!(!text.contains("c2VjcmV0LXRva2Vu"), "{text}");
+        assert!(text.contains("invalid type: string \"…\""), "{text}");
+        assert!(text.contains("line 1"), "{text}");
+        let legacy = DockerConfig::parse_legacy(br#"{"h": "c2VjcmV0"}"#)
+            .err()
+            .unwrap();
+        assert!(!legacy.to_string().contains("c2VjcmV0"), "{legacy}");
+        assert_eq!(
+            without_quoted_values(r#"a "x\"y" b "" c"#),
+            r#"a "…" b "…" c"#
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -71,6 +71,9 @@ mod tests {
         assert!(e.to_string().contains("none.json"), "{e}");
         std::fs::write(&path, b"{").unwrap();
         let e = DockerConfig::load(&path).unwrap_err();
-        assert_eq!(e.to_string(), "failed to parse docker config");
+        assert_eq!(
+            e.to_string(),
+            "failed to parse docker config: EOF while parsing an object at line 1 column 1"
+        );
     }
 }
