@@ -18,7 +18,7 @@ use tracing::Instrument;
 
 pub mod object;
 
-use crate::api::{FluxOciRepository, OciRepository, OciRepositoryStatus};
+use crate::api::{OciRepository, OciRepositoryStatus};
 use crate::domain::names::{self, NameError, Rule};
 use crate::domain::secret::Redacted;
 use crate::ports::{SecretData, Secrets, SecretsError};
@@ -188,25 +188,25 @@ pub fn read_inputs(paths: &[PathBuf]) -> Result<Input, OneShotError> {
                     })
             };
             match (tm.api_version.as_str(), tm.kind.as_str()) {
-                ("ocisource.dev/v1beta1", "OCIRepository") => {
-                    let mut obj: OciRepository =
-                        serde_yaml::from_value(value).map_err(|e| perr(&e))?;
-                    obj.metadata
+                (
+                    api_version @ ("ocisource.dev/v1beta1" | "source.toolkit.fluxcd.io/v1"),
+                    "OCIRepository",
+                ) => {
+                    let mut obj = if api_version.starts_with("ocisource.dev/") {
+                        Object::Ours(serde_yaml::from_value(value).map_err(|e| perr(&e))?)
+                    } else {
+                        Object::Flux(serde_yaml::from_value(value).map_err(|e| perr(&e))?)
+                    };
+                    let meta = obj.metadata_mut();
+                    let ns = meta
                         .namespace
-                        .get_or_insert_with(|| "default".into());
-                    obj.metadata.generation.get_or_insert(1);
-                    named(&obj.namespace().unwrap_or_default(), &obj.name_any())?;
-                    objects.push(Object::Ours(obj));
-                }
-                ("source.toolkit.fluxcd.io/v1", "OCIRepository") => {
-                    let mut obj: FluxOciRepository =
-                        serde_yaml::from_value(value).map_err(|e| perr(&e))?;
-                    obj.metadata
-                        .namespace
-                        .get_or_insert_with(|| "default".into());
-                    obj.metadata.generation.get_or_insert(1);
-                    named(&obj.namespace().unwrap_or_default(), &obj.name_any())?;
-                    objects.push(Object::Flux(obj));
+                        .get_or_insert_with(|| "default".into())
+                        .clone();
+                    meta.generation.get_or_insert(1);
+                    // As `ResourceExt::name_any`: the name, else the generateName.
+                    let name = meta.name.as_deref().or(meta.generate_name.as_deref());
+                    named(&ns, name.unwrap_or_default())?;
+                    objects.push(obj);
                 }
                 ("v1", "Secret") => {
                     let s: SecretDoc = serde_yaml::from_value(value).map_err(|e| perr(&e))?;

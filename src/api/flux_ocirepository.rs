@@ -81,11 +81,6 @@ impl Flavour {
         matches!(self, Self::Flux(o) if !o.merge_layers)
     }
 
-    /// True for Flux's kind (no `observedPlatform` in its status schema).
-    pub fn is_flux(&self) -> bool {
-        matches!(self, Self::Flux(_))
-    }
-
     /// The opt-ins in effect, as recorded under [`OPTIONS_METADATA_KEY`]; `None` for our
     /// kind and for a Flux object without any.
     pub fn options_note(&self) -> Option<String> {
@@ -188,7 +183,7 @@ mod tests {
         assert_eq!(obj.spec.reference.unwrap().tag.as_deref(), Some("v1"));
         assert_eq!(obj.spec.timeout, "60s");
         assert_eq!(obj.spec.platform, None);
-        assert!(flavour.first_layer_only() && flavour.is_flux());
+        assert!(flavour.first_layer_only() && matches!(flavour, Flavour::Flux(_)));
         assert_eq!(flavour.options_note(), None);
         assert!(flavour.check().is_ok());
         assert!(!Flavour::Ocisource.first_layer_only());

@@ -29,7 +29,7 @@ use crate::reconcile::{self, Context, Requeue};
 
 pub use events::reporter;
 pub use kind::SourceKind;
-pub use status::{patch_status, status_patch, status_patch_of};
+pub use status::{patch_status, status_patch};
 pub use watch::{change_of_interest, run, WatchScope};
 
 use events::publish_events;

@@ -8,10 +8,9 @@
 
 use std::collections::BTreeSet;
 
-use crate::api::{Flavour, FluxOciRepository, OciRepository};
-use crate::ports::store::{object_dir_in, FLUX_OCI_KIND_DIR, OCI_KIND_DIR};
+use crate::api::{FluxOciRepository, OciRepository};
+use crate::ports::store::{in_kind_dir, object_dir_in, FLUX_OCI_KIND_DIR, OCI_KIND_DIR};
 use crate::ports::{ArtifactStore, StoreError};
-use crate::reconcile::artifact::kind_dir;
 
 /// What the check did.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -45,25 +44,25 @@ pub fn check_storage_kinds(
         stale_temps: storage.remove_stale_temps()?,
         ..StartupReport::default()
     };
-    let mut viewed: Vec<(OciRepository, Flavour)> = objects
+    // (kind folder, metadata, status) of every object, both kinds.
+    let ours = objects
         .iter()
-        .map(|o| (o.clone(), Flavour::Ocisource))
-        .collect();
-    viewed.extend(flux.unwrap_or_default().iter().map(FluxOciRepository::view));
+        .map(|o| (OCI_KIND_DIR, &o.metadata, o.status.as_ref()));
+    let theirs = flux
+        .unwrap_or_default()
+        .iter()
+        .map(|o| (FLUX_OCI_KIND_DIR, &o.metadata, o.status.as_ref()));
     let mut live = BTreeSet::new();
-    for (obj, flavour) in &viewed {
-        let ns = obj.metadata.namespace.clone().unwrap_or_default();
-        let name = obj.metadata.name.clone().unwrap_or_default();
-        if let Ok(dir) = object_dir_in(kind_dir(flavour), &ns, &name) {
+    for (kind, meta, status) in ours.chain(theirs) {
+        let ns = meta.namespace.clone().unwrap_or_default();
+        let name = meta.name.clone().unwrap_or_default();
+        if let Ok(dir) = object_dir_in(kind, &ns, &name) {
             live.insert(dir);
         }
         // An artifact in another store (Flux's, before the object moved here) is not ours.
-        let ours = |path: &str| path.starts_with(&format!("{}/", kind_dir(flavour)));
-        let Some(artifact) = obj
-            .status
-            .as_ref()
+        let Some(artifact) = status
             .and_then(|s| s.artifact.as_ref())
-            .filter(|a| ours(&a.path))
+            .filter(|a| in_kind_dir(kind, &a.path))
         else {
             continue;
         };
@@ -88,7 +87,7 @@ pub fn check_storage_kinds(
         kinds.push(FLUX_OCI_KIND_DIR);
     }
     for dir in dirs {
-        let managed = kinds.iter().any(|k| dir.starts_with(&format!("{k}/")));
+        let managed = kinds.iter().any(|k| in_kind_dir(k, &dir));
         if managed && !live.contains(&dir) {
             storage.remove_dir(&dir)?;
             report.orphans.push(dir);

@@ -20,7 +20,7 @@ pub async fn patch_status<K: SourceKind>(
     name: &str,
     status: &OciRepositoryStatus,
 ) -> Result<(), kube::Error> {
-    let patch = status_patch_of::<K>(status).map_err(kube::Error::SerdeError)?;
+    let patch = status_patch::<K>(status).map_err(kube::Error::SerdeError)?;
     api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map(|_| ())
@@ -30,14 +30,9 @@ pub async fn patch_status<K: SourceKind>(
 /// patch leaves absent keys untouched, so every unset status field is sent as `null`
 /// (which deletes it): otherwise removing `spec.ignore`, `spec.layerSelector` or
 /// `spec.platform` would leave the old `observed*` value in place, and every later
-/// reconcile would see a changed setting and download and re-package the artifact.
-pub fn status_patch(status: &OciRepositoryStatus) -> Result<serde_json::Value, serde_json::Error> {
-    status_patch_of::<OciRepository>(status)
-}
-
-/// [`status_patch`] for kind `K`: the keys of K's status schema, and only those (Flux's
-/// kind has no `observedPlatform`).
-pub fn status_patch_of<K: SourceKind>(
+/// reconcile would see a changed setting and download and re-package the artifact. Only
+/// the keys of K's status schema are sent (Flux's kind has no `observedPlatform`).
+pub fn status_patch<K: SourceKind>(
     status: &OciRepositoryStatus,
 ) -> Result<serde_json::Value, serde_json::Error> {
     let mut value = serde_json::to_value(status)?;

@@ -3,6 +3,7 @@
 //! drop-in mode, so a Flux user can check an object unchanged before moving it. Printed
 //! back in its own kind, with its own status keys.
 
+use kube::api::ObjectMeta;
 use serde::Serialize;
 
 use crate::api::{Flavour, FluxOciRepository, OciRepository, OciRepositoryStatus};
@@ -23,6 +24,14 @@ impl Object {
         match self {
             Self::Ours(o) => (o.clone(), Flavour::Ocisource),
             Self::Flux(o) => o.view(),
+        }
+    }
+
+    /// The object's metadata, to fill in the defaults the API server would.
+    pub fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        match self {
+            Self::Ours(o) => &mut o.metadata,
+            Self::Flux(o) => &mut o.metadata,
         }
     }
 

@@ -36,6 +36,12 @@ pub fn object_dir_in(kind_dir: &str, namespace: &str, name: &str) -> Result<Stri
     Ok(format!("{kind_dir}/{namespace}/{name}"))
 }
 
+/// True when the store path `path` lies in the kind folder `kind_dir`.
+pub fn in_kind_dir(kind_dir: &str, path: &str) -> bool {
+    path.strip_prefix(kind_dir)
+        .is_some_and(|rest| rest.starts_with('/'))
+}
+
 /// `ocirepository/<namespace>/<name>/<file_name>`, with the checks of [`object_dir`].
 pub fn artifact_path(namespace: &str, name: &str, file_name: &str) -> Result<String, StoreError> {
     Ok(format!("{}/{file_name}", object_dir(namespace, name)?))

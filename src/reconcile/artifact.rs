@@ -15,7 +15,7 @@ use crate::domain::layers::{LayerOperation, LayerSelector};
 use crate::domain::manifest::Platform;
 use crate::domain::status::Origin;
 use crate::pipeline::{self, StoreRequest};
-use crate::ports::store::{object_dir_in, FLUX_OCI_KIND_DIR, OCI_KIND_DIR};
+use crate::ports::store::{in_kind_dir, object_dir_in, FLUX_OCI_KIND_DIR, OCI_KIND_DIR};
 
 use super::context::Context;
 use super::error::ReconcileError;
@@ -92,11 +92,7 @@ pub fn currency(
         && same_extras(obj, previous, flavour);
     if !same {
         Currency::Outdated
-    } else if artifact
-        .path
-        .starts_with(&format!("{}/", kind_dir(flavour)))
-        && ctx.storage.exists(&artifact.path)
-    {
+    } else if in_kind_dir(kind_dir(flavour), &artifact.path) && ctx.storage.exists(&artifact.path) {
         Currency::Current
     } else {
         Currency::Elsewhere
