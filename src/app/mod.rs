@@ -85,7 +85,7 @@ fn init_tracing(level: &str, encoding: LogEncoding) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(colour())
-        .with_writer(std::io::stderr);
+        .with_writer(progress::LogWriter);
     let _ = match encoding {
         LogEncoding::Json => builder.json().try_init(),
         LogEncoding::Console => builder.try_init(),

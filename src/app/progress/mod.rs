@@ -1,15 +1,17 @@
 //! Transfer progress of `pull` and `push` on stderr, one entry per layer, never on stdout
 //! (where the result goes). On a terminal, indicatif draws a bar per layer with bytes, rate
-//! and ETA; when stderr is not a terminal (CI logs), plain lines say when a layer starts,
-//! every [`PLAIN_EVERY`] while it moves (bytes, percent, rate, ETA) and when it is done,
-//! with no escape sequences. `-q` turns both off. indicatif's own fallback for a
-//! non-terminal is to draw nothing, hence the plain lines here; they read a [`Clock`] so
-//! their rate and ETA are tested with a fake one.
+//! and ETA, and a finished layer's bar becomes its summary line (`terminal.rs`, which also
+//! keeps log events off the bars); when stderr is not a terminal (CI logs), plain lines say
+//! when a layer starts, every [`PLAIN_EVERY`] while it moves (bytes, percent, rate, ETA)
+//! and when it is done, with no escape sequences. `-q` turns both off. indicatif's own
+//! fallback for a non-terminal is to draw nothing, hence the plain lines here; they read a
+//! [`Clock`] so their rate and ETA are tested with a fake one.
 //!
 //! [`Counting`] is the pull hook: a [`Registry`] decorator that reports blob bytes as they
 //! stream. Push reports through `RegistryClient::push_blob_file_observed`.
 
 mod lines;
+mod terminal;
 
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -19,7 +21,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
-use indicatif::{HumanBytes, MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::HumanBytes;
 
 use crate::domain::digest::Digest;
 use crate::domain::manifest::Descriptor;
@@ -27,13 +29,15 @@ use crate::ports::{BlobStream, FetchedManifest, Registry, RegistryError};
 
 pub use lines::Clock;
 use lines::{done_line, Plain, PlainLayer, SystemClock};
+pub use terminal::LogWriter;
+use terminal::{BarLayer, Bars};
 
 /// How often a plain line is printed for a layer that is still moving.
 pub const PLAIN_EVERY: Duration = Duration::from_secs(5);
 
 enum Sink {
     Off,
-    Terminal(MultiProgress, &'static str),
+    Terminal(Bars),
     Plain(Arc<Plain>),
 }
 
@@ -68,9 +72,8 @@ impl Progress {
             };
         }
         if std::io::stderr().is_terminal() {
-            let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
             return Self {
-                sink: Sink::Terminal(multi, verb),
+                sink: Sink::Terminal(Bars::stderr(verb)),
                 ticker: None,
             };
         }
@@ -113,16 +116,7 @@ impl Progress {
         let name = full.get(..19).unwrap_or(&full).to_string();
         let kind = match &self.sink {
             Sink::Off => LayerKind::Off,
-            Sink::Terminal(multi, verb) => {
-                let bar = multi.add(ProgressBar::new(total));
-                let style = ProgressStyle::with_template(
-                    "{prefix} {bar:25} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta} {msg}",
-                )
-                .unwrap_or_else(|_| ProgressStyle::default_bar());
-                bar.set_style(style);
-                bar.set_prefix(format!("{verb} {name}"));
-                LayerKind::Bar(bar)
-            }
+            Sink::Terminal(bars) => LayerKind::Bar(bars.layer(name, total)),
             Sink::Plain(plain) => {
                 (plain.emit)(&format!(
                     "{} {name}: started, {}",
@@ -152,7 +146,7 @@ impl Progress {
 
 enum LayerKind {
     Off,
-    Bar(ProgressBar),
+    Bar(BarLayer),
     Plain(Arc<Plain>, Arc<PlainLayer>),
 }
 
@@ -169,7 +163,7 @@ impl Layer {
     pub fn set(&self, pos: u64) {
         match &self.kind {
             LayerKind::Off => {}
-            LayerKind::Bar(bar) => bar.set_position(pos),
+            LayerKind::Bar(bar) => bar.set(pos),
             LayerKind::Plain(_, l) => l.pos.store(pos, Ordering::Relaxed),
         }
         self.done_when_complete();
@@ -179,7 +173,7 @@ impl Layer {
     pub fn add(&self, n: u64) {
         match &self.kind {
             LayerKind::Off => {}
-            LayerKind::Bar(bar) => bar.inc(n),
+            LayerKind::Bar(bar) => bar.add(n),
             LayerKind::Plain(_, l) => {
                 l.pos.fetch_add(n, Ordering::Relaxed);
             }
@@ -200,7 +194,7 @@ impl Layer {
     fn position(&self) -> (u64, u64) {
         match &self.kind {
             LayerKind::Off => (0, 0),
-            LayerKind::Bar(bar) => (bar.position(), bar.length().unwrap_or(0)),
+            LayerKind::Bar(bar) => bar.position(),
             LayerKind::Plain(_, l) => (l.pos.load(Ordering::Relaxed), l.total),
         }
     }
@@ -214,11 +208,7 @@ impl Layer {
         }
         match &self.kind {
             LayerKind::Off => {}
-            LayerKind::Bar(bar) => {
-                if !bar.is_finished() {
-                    bar.finish();
-                }
-            }
+            LayerKind::Bar(bar) => bar.done(),
             LayerKind::Plain(plain, l) => {
                 if !l.finished.swap(true, Ordering::Relaxed) {
                     let elapsed = plain.clock.now().saturating_sub(l.start);
@@ -236,11 +226,8 @@ impl Drop for Layer {
         }
         match &self.kind {
             LayerKind::Off => {}
-            LayerKind::Bar(bar) if bar.is_finished() => {}
-            LayerKind::Bar(bar) if self.skipped => {
-                bar.finish_with_message("already in the registry")
-            }
-            LayerKind::Bar(bar) => bar.abandon(),
+            LayerKind::Bar(bar) if self.skipped => bar.already_there(),
+            LayerKind::Bar(bar) => bar.stopped(),
             LayerKind::Plain(plain, l) => {
                 if !l.finished.swap(true, Ordering::Relaxed) && self.skipped {
                     (plain.emit)(&format!(
