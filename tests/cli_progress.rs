@@ -8,21 +8,8 @@
 mod cli_common;
 mod support;
 
-use cli_common::{arg, command, ocisource, run, Out};
+use cli_common::{arg, command, noise, ocisource, run, Out};
 use support::{RegistryOpts, TestRegistry};
-
-/// `len` bytes that gzip cannot shrink (xorshift), so the layer is about `len` bytes.
-fn noise(len: usize) -> Vec<u8> {
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 /// The layer name (`sha256:` and 12 hex digits) of the line `<verb> <name>: <what>...`.
 fn layer_with(out: &Out, verb: &str, what: &str) -> Option<String> {

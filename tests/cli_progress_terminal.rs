@@ -8,11 +8,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod cli_common;
 mod support;
 
 use std::path::Path;
 use std::process::Command;
 
+use cli_common::noise;
 use support::{RegistryOpts, TestRegistry};
 
 /// A terminal screen, enough of one for indicatif's drawing: printable characters with
@@ -171,19 +173,6 @@ fn on_terminal(cols: Option<usize>, args: &[&str]) -> String {
         "{args:?} on a terminal failed: {text:?}"
     );
     text
-}
-
-/// `len` bytes that gzip cannot shrink (xorshift).
-fn noise(len: usize) -> Vec<u8> {
-    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 /// The final screen: no bar glyph anywhere, exactly one summary line for the layer

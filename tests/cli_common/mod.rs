@@ -90,3 +90,16 @@ pub fn tar_names(archive: &Path) -> Vec<String> {
     v.sort();
     v
 }
+
+/// `len` bytes that gzip cannot shrink (xorshift), so the layer is about `len` bytes.
+pub fn noise(len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
