@@ -5,8 +5,9 @@
 #     BINARY  default target/release/ocisource (cargo build --release)
 #     IMAGE   default localhost/ocisource:<version from Cargo.toml>
 #
-# The binary links glibc dynamically, so the script copies every library `ldd` lists (and
-# the dynamic loader) into the image at the same paths, plus the CA bundle. After the build
+# A dynamically linked binary (cargo build --release) gets every library `ldd` lists (and
+# the dynamic loader) copied into the image at the same paths; the release's static binary
+# (hack/release.sh) needs none. The CA bundle goes in either way. After the build
 # it runs the binary from the image's own file system with chroot, as user 65532, to prove
 # the libraries are complete: `/ocisource --help` must succeed. Needs root (or
 # `buildah unshare`) and no network: FROM scratch pulls nothing.
@@ -34,7 +35,8 @@ printf 'root:x:0:0:root:/:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/:/sbin/n
 printf 'root:x:0:\nnonroot:x:65532:\n' > "$ctx/rootfs/etc/group"
 
 # Shared libraries: every absolute path ldd prints (including the loader), at the same path.
-if ldd "$bin" >/dev/null 2>&1; then
+# (ldd exits 0 on a static-pie binary too, printing "statically linked": test for "=>".)
+if [[ $(ldd "$bin" 2>/dev/null) == *"=>"* ]]; then
   ldd "$bin" | grep -o '/[^ ]*' | sort -u | while read -r lib; do
     mkdir -p "$ctx/rootfs$(dirname "$lib")"
     cp -L "$lib" "$ctx/rootfs$lib"

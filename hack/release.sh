@@ -45,7 +45,9 @@ else
   RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
     cargo build --release --locked --target x86_64-unknown-linux-gnu --bin ocisource
   bin=target/x86_64-unknown-linux-gnu/release/ocisource
-  if ldd "$bin" >/dev/null 2>&1; then
+  # ldd exits 0 on a static-pie binary too ("statically linked"): a dynamic one lists
+  # its libraries with "=>" (read whole: `grep -q` would end ldd early under pipefail).
+  if [[ $(ldd "$bin" 2>/dev/null) == *"=>"* ]]; then
     echo "release: $bin is not statically linked" >&2; exit 1
   fi
 fi

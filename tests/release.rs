@@ -7,6 +7,10 @@
 //!
 //! Needs root, buildah, skopeo and the chart venv (`.venv`); without them the test says
 //! so and passes, unless `OCISOURCE_REQUIRE_RELEASE=1` makes it fail.
+//!
+//! The CI workflow that calls the script on tags (`.github/workflows/release.yml`) is read
+//! here too: it fires on version tags only, may write packages, and its publish step runs
+//! this script with the registry and the tag's name, the key coming from a secret.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -82,7 +86,8 @@ fn release_publishes_a_signed_image_and_a_helm_oci_chart() {
     let bin = env!("CARGO_BIN_EXE_ocisource");
 
     let out = Command::new(root().join("hack/release.sh"))
-        .args([format!("{host}/rel"), "0.3.1".into()])
+        // The tag's name, as the workflow passes `$GITHUB_REF_NAME`: the script drops the v.
+        .args([format!("{host}/rel"), "v0.3.1".into()])
         .env("SIGN_KEY", &key)
         .env("OCISOURCE_BIN", bin)
         .env("RELEASE_PLAIN_HTTP", "1")
@@ -196,4 +201,90 @@ fn release_publishes_a_signed_image_and_a_helm_oci_chart() {
         .args(["rmi", "localhost/ocisource:0.3.1"])
         .env("STORAGE_DRIVER", "vfs")
         .output();
+}
+
+/// GitHub's filter pattern (`[0-9]`, `+` for one or more, `*` for any run without `/`,
+/// other characters literal) as a regular expression.
+fn github_tag_filter(pattern: &str) -> regex::Regex {
+    let mut re = String::from("^");
+    let mut chars = pattern.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '[' => {
+                re.push('[');
+                for d in chars.by_ref() {
+                    re.push(d);
+                    if d == ']' {
+                        break;
+                    }
+                }
+            }
+            '+' | '?' => re.push(c),
+            '*' if chars.peek() == Some(&'*') => {
+                chars.next();
+                re.push_str(".*");
+            }
+            '*' => re.push_str("[^/]*"),
+            c => re.push_str(&regex::escape(&c.to_string())),
+        }
+    }
+    re.push('$');
+    regex::Regex::new(&re).unwrap()
+}
+
+#[test]
+fn the_release_workflow_runs_release_sh_on_version_tags() {
+    let text = std::fs::read_to_string(root().join(".github/workflows/release.yml")).unwrap();
+    let wf: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let on = &wf["on"];
+    assert!(
+        on.get("pull_request").is_none() && on["push"].get("branches").is_none(),
+        "the release runs on tags only: {on:?}"
+    );
+    let filters: Vec<regex::Regex> = on["push"]["tags"]
+        .as_sequence()
+        .expect("on.push.tags")
+        .iter()
+        .map(|p| github_tag_filter(p.as_str().unwrap()))
+        .collect();
+    let fires = |tag: &str| filters.iter().any(|f| f.is_match(tag));
+    for tag in ["v0.3.1", "v1.0.0", "v1.0.0-rc.1", "v10.20.30"] {
+        assert!(
+            fires(tag),
+            "a release tag {tag} does not start the workflow"
+        );
+    }
+    for tag in ["0.3.1", "latest", "v1", "v1.2", "test-v1.2.3", "vx.y.z"] {
+        assert!(
+            !fires(tag),
+            "{tag} is not a version tag but starts the workflow"
+        );
+    }
+    assert_eq!(wf["permissions"]["packages"].as_str(), Some("write"));
+
+    let steps = wf["jobs"]["release"]["steps"].as_sequence().expect("steps");
+    let runs: Vec<&str> = steps.iter().filter_map(|s| s["run"].as_str()).collect();
+    let publish = runs
+        .iter()
+        .find(|r| r.contains("hack/release.sh"))
+        .expect("a step runs hack/release.sh");
+    assert!(
+        publish.contains(r#"hack/release.sh "$REGISTRY" "$GITHUB_REF_NAME""#),
+        "the publish step passes the registry and the tag: {publish}"
+    );
+    let before: String = runs
+        .iter()
+        .take_while(|r| !r.contains("hack/release.sh"))
+        .copied()
+        .collect();
+    for set in ["SIGN_KEY=", "REGISTRY="] {
+        assert!(
+            before.contains(&format!("echo \"{set}")) && before.contains("$GITHUB_ENV"),
+            "no earlier step sets {set} for the publish step"
+        );
+    }
+    assert!(
+        text.contains("${{ secrets.COSIGN_PRIVATE_KEY }}") && !before.contains("echo \"$COSIGN"),
+        "the signing key comes from a secret and is never echoed"
+    );
 }
