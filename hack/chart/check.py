@@ -25,6 +25,7 @@ import checks
 import crds
 import flux_examples
 import guide
+import openshift
 import values_doc
 from rbac import RulesUnavailable, grants, rules_from_binary
 from render import chart_crds, find, lint, render
@@ -292,6 +293,7 @@ def main() -> int:
             shard_consumers(objs, values, report)
 
     flux_examples.check(ROOT, report)
+    openshift.check(CHART, report)
     guide.check(ROOT, binary, report)
 
     self_expected = expected
