@@ -53,7 +53,7 @@ use chrono::{DateTime, Utc};
 pub use cache::{Clock, SystemClock};
 pub use object::{
     ServiceAccountError, ServiceAccountToken, ServiceAccountTokens, AWS_AUDIENCE, AWS_ROLE_ARN,
-    AZURE_AUDIENCE, AZURE_CLIENT_ID, AZURE_TENANT_ID, GCP_SERVICE_ACCOUNT,
+    AZURE_AUDIENCE, AZURE_CLIENT_ID, AZURE_TENANT_ID, CREDENTIAL_PROVIDER, GCP_SERVICE_ACCOUNT,
     GCP_WORKLOAD_IDENTITY_PROVIDER,
 };
 pub use settings::{AwsSettings, AzureSettings, CloudSettings, GcpSettings};
