@@ -110,6 +110,26 @@ fn token_review(cluster: &Cluster, dir: &std::path::Path, token: &str, audience:
     serde_json::from_str(&out).unwrap()
 }
 
+/// Starts the controller in `ns` with `values` and `env` (state under `work`), and the
+/// Secret `proxy` naming the CONNECT proxy at `proxy` for the objects' `proxySecretRef`.
+fn start_with_proxy(
+    cluster: &Cluster,
+    ns: &str,
+    values: &Value,
+    work: &std::path::Path,
+    env: &[(&str, &str)],
+    proxy: &str,
+) -> Controller {
+    let data = work.join("data");
+    let controller =
+        Controller::start_with_env(cluster, ns, values, &data, "ocisource-0", None, env);
+    cluster.apply(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: proxy\n  namespace: {ns}\n\
+         stringData:\n  address: {proxy}\n"
+    ));
+    controller
+}
+
 /// Polls in a blocking thread, so the proxy's task keeps running meanwhile; on timeout,
 /// fails with the controller's log.
 async fn wait_for(
@@ -162,20 +182,8 @@ async fn a_service_account_role_logs_in_to_ecr_with_the_api_servers_token() {
     cluster.apply(&service_account(&ns, "bare", None));
     let work = tempfile::tempdir().unwrap();
     let endpoint = moto.url();
-    let controller = Controller::start_with_env(
-        &cluster,
-        &ns,
-        &values,
-        &work.path().join("data"),
-        "ocisource-0",
-        None,
-        &[("AWS_ENDPOINT_URL", endpoint.as_str())],
-    );
-    cluster.apply(&format!(
-        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: proxy\n  namespace: {ns}\n\
-         stringData:\n  address: {}\n",
-        proxy.address
-    ));
+    let env = [("AWS_ENDPOINT_URL", endpoint.as_str())];
+    let controller = start_with_proxy(&cluster, &ns, &values, work.path(), &env, &proxy.address);
     let via_proxy = "  proxySecretRef:\n    name: proxy\n";
     cluster.apply(&(oci_repository(&ns, "app", "tenant") + via_proxy));
     cluster.apply(&(oci_repository(&ns, "unannotated", "bare") + via_proxy));
@@ -318,25 +326,20 @@ async fn gcp_service_accounts_federate_their_api_server_token_at_google_sts() {
     cluster.apply(&annotated_service_account(&ns, "wif", &wif_sa));
     let work = tempfile::tempdir().unwrap();
     let (metadata, ca) = (google.metadata.to_string(), google.ca.display().to_string());
-    let controller = Controller::start_with_env(
+    let env = [
+        ("GCE_METADATA_HOST", metadata.as_str()),
+        ("HTTPS_PROXY", to_google.address.as_str()),
+        ("NO_PROXY", "127.0.0.1,localhost"),
+        ("SSL_CERT_FILE", ca.as_str()),
+    ];
+    let controller = start_with_proxy(
         &cluster,
         &ns,
         &values,
-        &work.path().join("data"),
-        "ocisource-0",
-        None,
-        &[
-            ("GCE_METADATA_HOST", metadata.as_str()),
-            ("HTTPS_PROXY", to_google.address.as_str()),
-            ("NO_PROXY", "127.0.0.1,localhost"),
-            ("SSL_CERT_FILE", ca.as_str()),
-        ],
+        work.path(),
+        &env,
+        &to_registry.address,
     );
-    cluster.apply(&format!(
-        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: proxy\n  namespace: {ns}\n\
-         stringData:\n  address: {}\n",
-        to_registry.address
-    ));
     let via_proxy = "  proxySecretRef:\n    name: proxy\n";
     for sa in ["gke", "wif"] {
         cluster.apply(&(cloud_repository(&ns, sa, sa, GAR_HOST, "gcp") + via_proxy));
