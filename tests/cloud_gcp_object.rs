@@ -4,7 +4,7 @@
 //! root store the cloud login's rustls verifier loads; a user trusts a private CA the
 //! same way), and a fake GKE metadata server (`GCE_METADATA_HOST`). A ServiceAccount
 //! with only `iam.gke.io/gcp-service-account` gets its audiences from the metadata
-//! server as Flux builds them on GKE; one with Flux's workload identity provider
+//! server as Flux builds them on GKE (read once for all ServiceAccounts); one with Flux's workload identity provider
 //! annotation uses that provider; `credential.auth.fluxcd.io/provider: spiffe` is refused
 //! before any token is requested. The TokenRequest is a fake here
 //! (`cluster_cloud_identity` covers the real API server). One test: `SSL_CERT_FILE` is
@@ -51,6 +51,7 @@ async fn gcp_service_accounts_federate_at_google_sts_then_impersonate() {
     push(&reg, "proj/repo/app").await;
     let tokens = Arc::new(FakeTokens::default());
     tokens.annotate("default/gke", &[(GCP_SERVICE_ACCOUNT, EMAIL)]);
+    tokens.annotate("default/gke-2", &[(GCP_SERVICE_ACCOUNT, EMAIL)]);
     tokens.annotate(
         "default/wif",
         &[
@@ -112,18 +113,28 @@ async fn gcp_service_accounts_federate_at_google_sts_then_impersonate() {
         )]
     );
 
+    // Another ServiceAccount on GKE: its own token exchange, the cluster's identity as
+    // read the first time (Flux reads the metadata server once).
+    assert_ready(&reconcile(&mut tenant_repo("on-gke-2", "gke-2"), &ctx).await);
+    assert_eq!(
+        tokens.requests()[1],
+        ("default/gke-2".to_string(), gke_pool())
+    );
+    assert_eq!(google.sts()[1]["audience"], gke_sts_audience());
+    assert_eq!(google.received.metadata.lock().unwrap().len(), 3);
+
     // Outside GKE: Flux's provider annotation is both audiences.
     assert_ready(&reconcile(&mut tenant_repo("federated", "wif"), &ctx).await);
     let audience = format!("//iam.googleapis.com/{PROVIDER}");
     assert_eq!(
-        tokens.requests()[1],
+        tokens.requests()[2],
         ("default/wif".to_string(), audience.clone())
     );
     let sts = google.sts();
-    assert_eq!(sts.len(), 2, "{sts:?}");
-    assert_eq!(sts[1]["audience"], audience);
-    assert_eq!(sts[1]["subject_token"], "token-2-for-default/wif");
-    assert_eq!(google.impersonations()[1].1, "Bearer sts-token-2");
+    assert_eq!(sts.len(), 3, "{sts:?}");
+    assert_eq!(sts[2]["audience"], audience);
+    assert_eq!(sts[2]["subject_token"], "token-3-for-default/wif");
+    assert_eq!(google.impersonations()[2].1, "Bearer sts-token-3");
 
     // The spiffe credential provider is refused, naming the annotation; no token asked.
     let report = reconcile(&mut tenant_repo("spiffe", "spiffe"), &ctx).await;
@@ -136,7 +147,7 @@ async fn gcp_service_accounts_federate_at_google_sts_then_impersonate() {
     ] {
         assert!(message.contains(needle), "{needle:?} not in {message}");
     }
-    assert_eq!(tokens.requests().len(), 2);
+    assert_eq!(tokens.requests().len(), 3);
     assert!(
         !message.contains("token-"),
         "no token in the message: {message}"

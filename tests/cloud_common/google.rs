@@ -9,6 +9,8 @@
 //! never the hosts file. Everything received is recorded; STS answers `sts-token-<n>`,
 //! the IAM credentials API `impersonated-token` (what the registry accepts).
 
+#![allow(dead_code)]
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
