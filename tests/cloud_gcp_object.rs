@@ -4,9 +4,9 @@
 //! root store the cloud login's rustls verifier loads; a user trusts a private CA the
 //! same way), and a fake GKE metadata server (`GCE_METADATA_HOST`). A ServiceAccount
 //! with only `iam.gke.io/gcp-service-account` gets its audiences from the metadata
-//! server as Flux builds them on GKE (read once for all ServiceAccounts); one with Flux's workload identity provider
-//! annotation uses that provider; `credential.auth.fluxcd.io/provider: spiffe` is refused
-//! before any token is requested. The TokenRequest is a fake here
+//! server as Flux builds them on GKE (read once for all ServiceAccounts); one with
+//! Flux's workload identity provider annotation uses that provider;
+//! `credential.auth.fluxcd.io/provider: spiffe` is refused before any token is requested. The TokenRequest is a fake here
 //! (`cluster_cloud_identity` covers the real API server). One test: `SSL_CERT_FILE` is
 //! process-wide.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
