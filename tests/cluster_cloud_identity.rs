@@ -386,4 +386,10 @@ async fn gcp_service_accounts_federate_their_api_server_token_at_google_sts() {
             "{authorization}"
         );
     }
+    let log = controller.log_text();
+    assert!(log.contains("reconcile"), "the controller logged: {log}");
+    let subject_tokens = sts.iter().map(|f| f["subject_token"].as_str());
+    for secret in subject_tokens.chain(["sts-token-1", google::IMPERSONATED_TOKEN]) {
+        assert!(!log.contains(secret), "a token in the controller's log");
+    }
 }
