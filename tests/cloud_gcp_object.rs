@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use cloud_common::tokens::FakeTokens;
 use cloud_common::ManualClock;
-use cloud_common::{addr, assert_ready, condition, context_with_login, push, reconcile, repo};
+use cloud_common::{addr, assert_ready, condition, context_with_login, push, reconcile};
 use google::{gke_pool, gke_sts_audience, GoogleFake, IMPERSONATED_TOKEN};
 use ocisource::cloud::{
     CloudSettings, GcpSettings, WorkloadLogin, CREDENTIAL_PROVIDER, GCP_SERVICE_ACCOUNT,
@@ -35,9 +35,7 @@ const PROVIDER: &str = "projects/123456/locations/global/workloadIdentityPools/f
 const JWT: &str = "urn:ietf:params:oauth:token-type:jwt";
 
 fn tenant_repo(name: &str, sa: &str) -> ocisource::api::OciRepository {
-    let mut obj = repo(name, &format!("oci://{GAR_HOST}/proj/repo/app"), "gcp");
-    obj.spec.service_account_name = Some(sa.into());
-    obj
+    cloud_common::tenant_repo(name, &format!("oci://{GAR_HOST}/proj/repo/app"), "gcp", sa)
 }
 
 #[tokio::test]
