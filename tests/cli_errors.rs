@@ -191,43 +191,11 @@ async fn hello_counter(tls: Option<rustls::ServerConfig>) -> (String, Arc<Atomic
 fn config_for_another_name(dir: &Path) -> rustls::ServerConfig {
     use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
     support::pki::make_pki(dir);
-    std::fs::write(
-        dir.join("other.ext"),
+    support::pki::make_cert(
+        dir,
+        "other",
         "subjectAltName=DNS:registry.example\nextendedKeyUsage=serverAuth\n",
-    )
-    .unwrap();
-    let openssl = |args: &[&str]| support::pki::openssl(dir, args);
-    openssl(&[
-        "req",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        "other.key",
-        "-out",
-        "other.csr",
-        "-subj",
-        "/CN=registry.example",
-    ]);
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        "other.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "other.pem",
-        "-days",
-        "2",
-        "-extfile",
-        "other.ext",
-    ]);
+    );
     let der = |name: &str| {
         pem::parse(std::fs::read(dir.join(name)).unwrap())
             .unwrap()

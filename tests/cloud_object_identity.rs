@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use cloud_common::moto::Moto;
 use cloud_common::tokens::FakeTokens;
-use cloud_common::{addr, assert_ready, context_with_login, push, reconcile, repo, ManualClock};
+use cloud_common::{addr, assert_ready, context_with_login, push, reconcile, ManualClock};
 use ocisource::cloud::{AwsSettings, CloudSettings, WorkloadLogin, AWS_ROLE_ARN};
 use support::{RegistryOpts, TestRegistry};
 
@@ -21,9 +21,7 @@ const ECR_HOST: &str = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
 const ECR_PASSWORD: &str = "123456789012-auth-token";
 
 fn tenant_repo(name: &str, sa: &str) -> ocisource::api::OciRepository {
-    let mut obj = repo(name, &format!("oci://{ECR_HOST}/team/app"), "aws");
-    obj.spec.service_account_name = Some(sa.into());
-    obj
+    cloud_common::tenant_repo(name, &format!("oci://{ECR_HOST}/team/app"), "aws", sa)
 }
 
 #[tokio::test]

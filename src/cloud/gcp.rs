@@ -90,10 +90,31 @@ async fn metadata_token(
     ))
 }
 
+/// GKE's cluster identity, read from the metadata server at the first login that needs
+/// it and then kept, as Flux's `gkeMetadataLoader` (`fluxcd/pkg` `auth/gcp/gke_metadata.go`)
+/// does: a failed read is tried again at the next login, a successful one is kept for the
+/// life of the process (a running pod does not change clusters).
+#[derive(Default)]
+pub(crate) struct GkeMetadata(tokio::sync::OnceCell<(String, String)>);
+
+impl GkeMetadata {
+    /// The TokenRequest and STS audiences of [`gke_audiences`], read once.
+    pub(crate) async fn audiences(
+        &self,
+        settings: &GcpSettings,
+        http: &Http,
+    ) -> Result<(String, String), CloudError> {
+        self.0
+            .get_or_try_init(|| gke_audiences(settings, http))
+            .await
+            .cloned()
+    }
+}
+
 /// GKE's workload identity audiences, from the metadata server (as Flux reads them):
 /// the TokenRequest audience (`<project>.svc.id.goog`, the workload identity pool) and
 /// the STS audience (`identitynamespace:<pool>:<cluster's identity provider>`).
-pub(crate) async fn gke_audiences(
+async fn gke_audiences(
     settings: &GcpSettings,
     http: &Http,
 ) -> Result<(String, String), CloudError> {

@@ -53,7 +53,7 @@ use chrono::{DateTime, Utc};
 pub use cache::{Clock, SystemClock};
 pub use object::{
     ServiceAccountError, ServiceAccountToken, ServiceAccountTokens, AWS_AUDIENCE, AWS_ROLE_ARN,
-    AZURE_AUDIENCE, AZURE_CLIENT_ID, AZURE_TENANT_ID, GCP_SERVICE_ACCOUNT,
+    AZURE_AUDIENCE, AZURE_CLIENT_ID, AZURE_TENANT_ID, CREDENTIAL_PROVIDER, GCP_SERVICE_ACCOUNT,
     GCP_WORKLOAD_IDENTITY_PROVIDER,
 };
 pub use settings::{AwsSettings, AzureSettings, CloudSettings, GcpSettings};
@@ -169,6 +169,7 @@ pub struct WorkloadLogin {
     settings: CloudSettings,
     http: http::Http,
     service_accounts: Option<Arc<dyn ServiceAccountTokens>>,
+    gke: gcp::GkeMetadata,
     logins: cache::TokenCache<Credentials>,
     access: cache::TokenCache<AccessToken>,
 }
@@ -189,6 +190,7 @@ impl WorkloadLogin {
             access: cache::TokenCache::new(clock),
             settings,
             service_accounts: None,
+            gke: gcp::GkeMetadata::default(),
         })
     }
 
@@ -262,11 +264,12 @@ impl WorkloadLogin {
                 name,
                 identity,
             };
-            let settings = &self.settings;
+            let (settings, gke) = (&self.settings, &self.gke);
             return self
                 .access
                 .get_or_fetch(&key, || async move {
-                    object_login::access_token(settings, http, tokens, &sa, registry, now).await
+                    object_login::access_token(settings, http, gke, tokens, &sa, registry, now)
+                        .await
                 })
                 .await;
         }

@@ -12,6 +12,13 @@
 //! | gcp | `gcp.auth.fluxcd.io/workload-identity-provider` (outside GKE), `iam.gke.io/gcp-service-account` (optional impersonation) | the provider, or `<project>.svc.id.goog` on GKE |
 //! | azure | `azure.workload.identity/client-id`, `azure.workload.identity/tenant-id` (both required) | `api://AzureADTokenExchange` |
 //!
+//! Flux's object identity API also names how the credential is acquired, with
+//! `credential.auth.fluxcd.io/provider`: `kubernetes` (the TokenRequest, the default when
+//! the annotation is absent) or `spiffe` (a JWT-SVID from the SPIFFE Broker API). Only
+//! `kubernetes` is implemented here; `spiffe` or another value is refused naming the
+//! annotation, rather than logging in with a token the ServiceAccount's owner did not ask
+//! for.
+//!
 //! Must not import `reconcile` or `kube`.
 
 use std::collections::BTreeMap;
@@ -30,6 +37,11 @@ pub const GCP_WORKLOAD_IDENTITY_PROVIDER: &str = "gcp.auth.fluxcd.io/workload-id
 pub const AZURE_CLIENT_ID: &str = "azure.workload.identity/client-id";
 /// The Entra tenant (Azure workload identity's annotation).
 pub const AZURE_TENANT_ID: &str = "azure.workload.identity/tenant-id";
+
+/// How the credential is acquired (Flux's object identity API): `kubernetes` or `spiffe`.
+pub const CREDENTIAL_PROVIDER: &str = "credential.auth.fluxcd.io/provider";
+/// The [`CREDENTIAL_PROVIDER`] value of the TokenRequest (the default).
+const KUBERNETES_CREDENTIAL: &str = "kubernetes";
 
 /// The TokenRequest audience AWS STS accepts.
 pub const AWS_AUDIENCE: &str = "sts.amazonaws.com";
@@ -84,6 +96,25 @@ impl ObjectIdentity {
         let required = |key: &'static str, what: &str| {
             get(key).ok_or_else(|| bad(key, format!("is missing: set it to {what}")))
         };
+        match get(CREDENTIAL_PROVIDER).as_deref() {
+            None | Some(KUBERNETES_CREDENTIAL) => {}
+            Some("spiffe") => {
+                return Err(bad(
+                    CREDENTIAL_PROVIDER,
+                    "is 'spiffe': the SPIFFE credential provider is not supported; \
+                     remove the annotation or set it to 'kubernetes' (a TokenRequest token)"
+                        .into(),
+                ))
+            }
+            Some(other) => {
+                return Err(bad(
+                    CREDENTIAL_PROVIDER,
+                    format!(
+                        "'{other}' is not a credential provider: use 'kubernetes' or remove it"
+                    ),
+                ))
+            }
+        }
         match provider {
             CloudProvider::Aws => {
                 let role_arn = required(AWS_ROLE_ARN, "the ARN of the IAM role to assume")?;

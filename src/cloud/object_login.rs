@@ -36,10 +36,12 @@ pub(crate) struct ServiceAccountIdentity<'a> {
     pub identity: &'a ObjectIdentity,
 }
 
-/// The access token of `who` for `registry` at `now`.
+/// The access token of `who` for `registry` at `now` (`gke`: the cluster's identity on
+/// GKE, read once).
 pub(crate) async fn access_token(
     settings: &CloudSettings,
     http: &Http,
+    gke: &gcp::GkeMetadata,
     tokens: &dyn ServiceAccountTokens,
     who: &ServiceAccountIdentity<'_>,
     registry: &CloudRegistry,
@@ -77,7 +79,7 @@ pub(crate) async fn access_token(
         ) => {
             let (token_audience, sts_audience) = match provider_audience {
                 Some(a) => (a.clone(), a.clone()),
-                None => gcp::gke_audiences(&settings.gcp, http).await?,
+                None => gke.audiences(&settings.gcp, http).await?,
             };
             let token = tokens.token(namespace, name, &token_audience).await?;
             let impersonate = email.as_deref().map(impersonation_url);

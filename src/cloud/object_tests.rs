@@ -144,3 +144,29 @@ fn session_names_fit_sts_limits() {
     let long = aws_session_name(&"n".repeat(63), &"s".repeat(253), "us-east-1");
     assert_eq!(long.len(), 64);
 }
+
+#[rstest]
+#[case::aws(CloudProvider::Aws, &[(AWS_ROLE_ARN, "arn:aws:iam::123456789012:role/r")])]
+#[case::gcp(CloudProvider::Gcp, &[])]
+#[case::azure(CloudProvider::Azure, &[(AZURE_CLIENT_ID, "c"), (AZURE_TENANT_ID, "t")])]
+fn the_kubernetes_credential_provider_is_the_token_request(
+    #[case] provider: CloudProvider,
+    #[case] pairs: &[(&str, &str)],
+) {
+    let with = |value: &'static str| {
+        let mut all = pairs.to_vec();
+        all.push((CREDENTIAL_PROVIDER, value));
+        read(provider, &all)
+    };
+    assert!(read(provider, pairs).is_ok());
+    assert_eq!(with("kubernetes"), read(provider, pairs));
+    for (value, problem) in [
+        ("spiffe", "the SPIFFE credential provider is not supported"),
+        ("vault", "'vault' is not a credential provider"),
+    ] {
+        let e = with(value).unwrap_err();
+        assert!(e.contains("serviceaccount 'team/puller'"), "{e}");
+        assert!(e.contains(CREDENTIAL_PROVIDER), "{e}");
+        assert!(e.contains(problem), "{e}");
+    }
+}

@@ -119,6 +119,13 @@ pub fn repo(name: &str, url: &str, provider: &str) -> OciRepository {
     .unwrap()
 }
 
+/// [`repo`] logging in as ServiceAccount `sa` of its namespace (object-level identity).
+pub fn tenant_repo(name: &str, url: &str, provider: &str, sa: &str) -> OciRepository {
+    let mut obj = repo(name, url, provider);
+    obj.spec.service_account_name = Some(sa.into());
+    obj
+}
+
 /// Pushes a one-file artifact tagged `v1` to `repo` on `reg`.
 pub async fn push(reg: &TestRegistry, repo: &str) {
     let layer = crate::support::tar_gz(&[("app.yaml", b"kind: ConfigMap\n")]);

@@ -141,26 +141,40 @@ fn der_blocks(path: &Path) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Starts an HTTPS origin with the server certificate in `pki` (made by
-/// `support::pki::make_pki`; clients trust `pki/ca.pem`).
-pub async fn serve_tls(handler: Handler, pki: &Path) -> Origin {
+/// A TLS listener on 127.0.0.1 with the certificate `dir/<name>.pem` and key
+/// `dir/<name>.key` (PKCS#8, as `openssl req -nodes` writes it).
+async fn tls_listener(dir: &Path, name: &str) -> TlsListener {
     use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-    let certs: Vec<CertificateDer<'static>> = der_blocks(&pki.join("server.pem"))
+    let certs: Vec<CertificateDer<'static>> = der_blocks(&dir.join(format!("{name}.pem")))
         .into_iter()
         .map(CertificateDer::from)
         .collect();
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
-        der_blocks(&pki.join("server.key")).remove(0),
+        der_blocks(&dir.join(format!("{name}.key"))).remove(0),
     ));
     let config = rustls::ServerConfig::builder()
         .with_no_client_auth()
         .with_single_cert(certs, key)
         .unwrap();
-    let listener = TlsListener {
+    TlsListener {
         inner: tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
         acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
-    };
-    start(listener, "https", handler)
+    }
+}
+
+/// Starts an HTTPS origin with the server certificate in `pki` (made by
+/// `support::pki::make_pki`; clients trust `pki/ca.pem`).
+pub async fn serve_tls(handler: Handler, pki: &Path) -> Origin {
+    start(tls_listener(pki, "server").await, "https", handler)
+}
+
+/// Serves `router` over HTTPS with certificate `dir/<name>.pem` (key `<name>.key`), for
+/// fakes that need request bodies; returns the address.
+pub async fn serve_router_tls(router: axum::Router, dir: &Path, name: &str) -> SocketAddr {
+    let listener = tls_listener(dir, name).await;
+    let addr = listener.inner.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    addr
 }
 
 /// A response with `status`, `headers` and `body`.

@@ -24,17 +24,20 @@ pub fn openssl(dir: &Path, args: &[&str]) -> Vec<u8> {
     run(Command::new("openssl").current_dir(dir).args(args))
 }
 
-/// Makes `ca.pem`/`ca.key`, `server.pem`/`server.key` and `client.pem`/`client.key`.
-pub fn make_pki(dir: &Path) {
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
+/// The key options of every test key: P-256, unencrypted.
+const EC: [&str; 5] = [
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:prime256v1",
+    "-nodes",
+];
+
+/// Makes a CA named `cn` in `dir`: `ca.pem`/`ca.key`.
+pub fn make_ca(dir: &Path, cn: &str) {
+    let subj = format!("/CN={cn}");
     let mut ca = vec!["req", "-x509"];
-    ca.extend(ec);
+    ca.extend(EC);
     ca.extend([
         "-keyout",
         "ca.key",
@@ -43,30 +46,61 @@ pub fn make_pki(dir: &Path) {
         "-days",
         "2",
         "-subj",
-        "/CN=ocisource test CA",
+        &subj,
         "-addext",
         "basicConstraints=critical,CA:TRUE",
         "-addext",
         "keyUsage=critical,keyCertSign,cRLSign",
     ]);
     openssl(dir, &ca);
-    for (name, ext) in [
-        ("server", "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:index.docker.io\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"),
-        ("client", "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n"),
-    ] {
-        std::fs::write(dir.join(format!("{name}.ext")), ext).unwrap();
-        let (key, csr, pem, extf) =
-            (format!("{name}.key"), format!("{name}.csr"), format!("{name}.pem"), format!("{name}.ext"));
-        let subj = format!("/CN={name}");
-        let mut req = vec!["req"];
-        req.extend(ec);
-        req.extend(["-keyout", &key, "-out", &csr, "-subj", &subj]);
-        openssl(dir, &req);
-        openssl(dir, &[
-            "x509", "-req", "-in", &csr, "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", &pem, "-days", "2", "-extfile", &extf,
-        ]);
-    }
+}
+
+/// Makes `<name>.pem`/`<name>.key` in `dir`, signed by its CA, with the extensions `ext`
+/// (an `openssl x509 -extfile` text).
+pub fn make_cert(dir: &Path, name: &str, ext: &str) {
+    std::fs::write(dir.join(format!("{name}.ext")), ext).unwrap();
+    let (key, csr, pem, extf) = (
+        format!("{name}.key"),
+        format!("{name}.csr"),
+        format!("{name}.pem"),
+        format!("{name}.ext"),
+    );
+    let subj = format!("/CN={name}");
+    let mut req = vec!["req"];
+    req.extend(EC);
+    req.extend(["-keyout", &key, "-out", &csr, "-subj", &subj]);
+    openssl(dir, &req);
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            &pem,
+            "-days",
+            "2",
+            "-extfile",
+            &extf,
+        ],
+    );
+}
+
+/// Makes `ca.pem`/`ca.key`, `server.pem`/`server.key` and `client.pem`/`client.key`.
+pub fn make_pki(dir: &Path) {
+    make_ca(dir, "ocisource test CA");
+    make_cert(dir, "server", "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:index.docker.io\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n");
+    make_cert(
+        dir,
+        "client",
+        "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n",
+    );
 }
 
 pub fn free_port() -> u16 {
