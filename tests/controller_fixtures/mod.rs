@@ -127,26 +127,6 @@ pub fn status_error(code: u16, reason: &str) -> Value {
            "message": format!("mock: {reason}"), "reason": reason, "code": code})
 }
 
-/// JSON merge patch (RFC 7386), as the API server applies `Patch::Merge`: objects merge
-/// key by key, `null` deletes, anything else replaces.
-pub fn merge_patch(target: &mut Value, patch: &Value) {
-    let Value::Object(patch) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = json!({});
-    }
-    let map = target.as_object_mut().unwrap();
-    for (k, v) in patch {
-        if v.is_null() {
-            map.remove(k);
-        } else {
-            merge_patch(map.entry(k.clone()).or_insert(Value::Null), v);
-        }
-    }
-}
-
 fn query_pairs(query: &str) -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = query
         .split('&')

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use ocisource::api::ocirepository::FINALIZER;
 use ocisource::api::OciRepository;
 
-use super::{ea_path, events_path, merge_patch, repo_path, status_error, Reply, NS};
+use super::{ea_path, events_path, repo_path, status_error, Reply, NS};
 
 /// How the ExternalArtifact API answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,7 +159,7 @@ impl Scenario {
                     Method::PATCH,
                     repo_path(&name, "/status"),
                     Box::new(move |b| {
-                        merge_patch(&mut current, b);
+                        json_patch::merge(&mut current, b);
                         (200, current)
                     }),
                 )]
@@ -270,7 +270,7 @@ fn reconcile_steps(obj: &OciRepository, expect: Expect) -> Vec<Step> {
             Method::PATCH,
             repo_path(&name, "/status"),
             Box::new(move |b| {
-                merge_patch(&mut current, b);
+                json_patch::merge(&mut current, b);
                 (200, current)
             }),
         ));
@@ -331,7 +331,7 @@ fn shown_steps(obj: &OciRepository, name: &str, shown: Shown) -> Vec<Step> {
         repo_path(name, "/status"),
         Box::new(move |b| {
             let mut object = object.clone();
-            merge_patch(&mut object, b);
+            json_patch::merge(&mut object, b);
             (200, object)
         }),
     )];
