@@ -115,10 +115,24 @@ impl Cluster {
 
     /// `kubectl apply -f -` with another kubeconfig; `Err(stderr)` when it is refused.
     pub fn apply_as(&self, kubeconfig: &Path, yaml: &str) -> Result<String, String> {
+        self.kubectl_stdin(kubeconfig, &["apply", "-f", "-"], yaml)
+    }
+
+    /// `kubectl ARGS` as admin with `input` on stdin; `Err(stderr)` when it fails.
+    pub fn kubectl_input(&self, args: &[&str], input: &str) -> Result<String, String> {
+        self.kubectl_stdin(&self.admin_kubeconfig, args, input)
+    }
+
+    fn kubectl_stdin(
+        &self,
+        kubeconfig: &Path,
+        args: &[&str],
+        yaml: &str,
+    ) -> Result<String, String> {
         use std::io::Write;
         let mut child = Command::new(&self.kubectl)
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .args(["apply", "-f", "-"])
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
