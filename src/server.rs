@@ -66,7 +66,7 @@ async fn readyz(State(ready): State<Arc<AtomicBool>>) -> Response {
 }
 
 async fn render_metrics(State(metrics): State<Arc<Metrics>>) -> Response {
-    let content_type = HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8");
+    let content_type = HeaderValue::from_static(metrics::CONTENT_TYPE);
     ([(header::CONTENT_TYPE, content_type)], metrics.render()).into_response()
 }
 

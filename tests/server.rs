@@ -278,16 +278,20 @@ async fn healthz_always_readyz_only_when_ready() {
     );
 }
 
-/// A Prometheus text-format sample: name, labels, value.
+/// An OpenMetrics text sample: name, labels, value.
 type Sample = (String, BTreeMap<String, String>, f64);
 
-/// Parses the text exposition strictly enough that a malformed line fails the test.
+/// Parses the OpenMetrics text exposition strictly enough that a malformed line fails the
+/// test: `# HELP`, `# TYPE` and `# UNIT` comments, samples, and `# EOF` as the last line.
 fn parse_exposition(text: &str) -> Vec<Sample> {
     let mut samples = Vec::new();
-    for line in text.lines().filter(|l| !l.is_empty()) {
+    assert_eq!(text.lines().last(), Some("# EOF"), "no # EOF at the end");
+    for line in text.lines().filter(|l| !l.is_empty() && *l != "# EOF") {
         if let Some(comment) = line.strip_prefix("# ") {
             assert!(
-                comment.starts_with("HELP ") || comment.starts_with("TYPE "),
+                ["HELP ", "TYPE ", "UNIT "]
+                    .iter()
+                    .any(|c| comment.starts_with(c)),
                 "bad comment: {line}"
             );
             continue;
@@ -370,7 +374,7 @@ async fn metrics_are_parseable_prometheus_text_with_the_recorded_values() {
     assert!(headers["content-type"]
         .to_str()
         .unwrap()
-        .starts_with("text/plain; version=0.0.4"));
+        .starts_with("application/openmetrics-text; version=1.0.0"));
     let samples = parse_exposition(&String::from_utf8(body).unwrap());
 
     let bucket = "ocisource_reconcile_duration_seconds_bucket";
@@ -379,11 +383,11 @@ async fn metrics_are_parseable_prometheus_text_with_the_recorded_values() {
         Some(1.0)
     );
     assert_eq!(
-        find(&samples, bucket, &[("result", "success"), ("le", "5")]),
+        find(&samples, bucket, &[("result", "success"), ("le", "5.0")]),
         Some(2.0)
     );
     assert_eq!(
-        find(&samples, bucket, &[("result", "failure"), ("le", "30")]),
+        find(&samples, bucket, &[("result", "failure"), ("le", "30.0")]),
         Some(0.0)
     );
     assert_eq!(

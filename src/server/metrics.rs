@@ -1,13 +1,16 @@
-//! The controller's Prometheus metrics and their text exposition (format 0.0.4), written
-//! by hand to avoid a metrics crate: reconcile duration histogram by result, reconcile
-//! results by reason, bytes pulled, and artifact size per object. Imports nothing from
-//! the reconciler; it records through the `ports::ReconcileMetrics` port.
+//! The controller's Prometheus metrics, kept and exposed (OpenMetrics text) with the
+//! `prometheus-client` crate: reconcile duration histogram by result, reconcile results by
+//! reason, bytes pulled, and artifact size per object. Imports nothing from the
+//! reconciler; it records through the `ports::ReconcileMetrics` port.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
 
 use crate::domain::status::reason::SUCCEEDED;
 
@@ -16,40 +19,81 @@ const BUCKETS: [f64; 12] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
-#[derive(Default)]
-struct Histogram {
-    /// Non-cumulative counts per bucket; the last slot is `+Inf`.
-    counts: [u64; BUCKETS.len() + 1],
-    sum: f64,
-    count: u64,
+/// The content type of [`Metrics::render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// `result`: `success` or `failure`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ByResult {
+    result: &'static str,
 }
 
-#[derive(Default)]
-struct Inner {
-    durations: BTreeMap<String, Histogram>,
-    results: BTreeMap<(String, String), u64>,
-    artifact_sizes: BTreeMap<(String, String), u64>,
+/// `result` and the Ready reason.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ByReason {
+    result: &'static str,
+    reason: String,
 }
+
+/// One object.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ByObject {
+    namespace: String,
+    name: String,
+}
+
+type Durations = Family<ByResult, Histogram, fn() -> Histogram>;
 
 /// Metrics shared by the reconciler (which records) and the server (which renders).
-#[derive(Default)]
 pub struct Metrics {
-    inner: Mutex<Inner>,
-    bytes_pulled: AtomicU64,
+    registry: Registry,
+    durations: Durations,
+    results: Family<ByReason, Counter>,
+    bytes_pulled: Counter,
+    artifact_sizes: Family<ByObject, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Metrics {
     /// Empty metrics.
     pub fn new() -> Self {
-        Self::default()
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        // A panic while holding the lock cannot leave the maps half-updated in a way that
-        // matters for counters; keep serving them.
-        self.inner
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        let durations: Durations = Family::new_with_constructor(|| Histogram::new(BUCKETS));
+        let results = Family::<ByReason, Counter>::default();
+        let bytes_pulled = Counter::default();
+        let artifact_sizes = Family::<ByObject, Gauge>::default();
+        let mut registry = Registry::default();
+        registry.register(
+            "ocisource_reconcile_duration_seconds",
+            "Duration of reconciles",
+            durations.clone(),
+        );
+        registry.register(
+            "ocisource_reconcile_results",
+            "Finished reconciles by result and reason",
+            results.clone(),
+        );
+        registry.register(
+            "ocisource_bytes_pulled",
+            "Bytes downloaded from registries",
+            bytes_pulled.clone(),
+        );
+        registry.register(
+            "ocisource_artifact_size_bytes",
+            "Size of the stored artifact per object",
+            artifact_sizes.clone(),
+        );
+        Self {
+            registry,
+            durations,
+            results,
+            bytes_pulled,
+            artifact_sizes,
+        }
     }
 
     /// Records one finished reconcile by its Ready reason: `Succeeded` counts as result
@@ -60,116 +104,48 @@ impl Metrics {
         } else {
             "failure"
         };
-        let seconds = duration.as_secs_f64();
-        let mut inner = self.lock();
-        let histogram = inner.durations.entry(result.to_string()).or_default();
-        let slot = BUCKETS
-            .iter()
-            .position(|&le| seconds <= le)
-            .unwrap_or(BUCKETS.len());
-        histogram.counts[slot] += 1;
-        histogram.sum += seconds;
-        histogram.count += 1;
-        *inner
-            .results
-            .entry((result.to_string(), reason.to_string()))
-            .or_default() += 1;
+        self.durations
+            .get_or_create(&ByResult { result })
+            .observe(duration.as_secs_f64());
+        self.results
+            .get_or_create(&ByReason {
+                result,
+                reason: reason.to_string(),
+            })
+            .inc();
     }
 
     /// Adds bytes downloaded from registries.
     pub fn add_bytes_pulled(&self, bytes: u64) {
-        self.bytes_pulled.fetch_add(bytes, Ordering::Relaxed);
+        self.bytes_pulled.inc_by(bytes);
     }
 
     /// Sets the stored artifact size of one object (`status.artifact.size`; negative
     /// values count as 0).
     pub fn observe_artifact(&self, namespace: &str, name: &str, size: i64) {
-        let bytes = u64::try_from(size).unwrap_or(0);
-        self.lock()
-            .artifact_sizes
-            .insert((namespace.to_string(), name.to_string()), bytes);
+        self.artifact_sizes
+            .get_or_create(&object(namespace, name))
+            .set(size.max(0));
     }
 
     /// Forgets an object (deleted), so its gauge disappears.
     pub fn remove_object(&self, namespace: &str, name: &str) {
-        self.lock()
-            .artifact_sizes
-            .remove(&(namespace.to_string(), name.to_string()));
+        self.artifact_sizes.remove(&object(namespace, name));
     }
 
-    /// The Prometheus text exposition of every metric.
+    /// The OpenMetrics text exposition of every metric ([`CONTENT_TYPE`]).
     pub fn render(&self) -> String {
-        let inner = self.lock();
         let mut out = String::new();
-        // Writing to a String cannot fail; the results of write! are ignored below.
-        let _ = writeln!(
-            out,
-            "# HELP ocisource_reconcile_duration_seconds Duration of reconciles."
-        );
-        let _ = writeln!(out, "# TYPE ocisource_reconcile_duration_seconds histogram");
-        for (result, h) in &inner.durations {
-            let result = escape(result);
-            let mut cumulative = 0;
-            for (le, count) in BUCKETS.iter().zip(h.counts) {
-                cumulative += count;
-                let _ = writeln!(
-                    out,
-                    "ocisource_reconcile_duration_seconds_bucket{{result=\"{result}\",le=\"{le}\"}} {cumulative}"
-                );
-            }
-            let _ = writeln!(
-                out,
-                "ocisource_reconcile_duration_seconds_bucket{{result=\"{result}\",le=\"+Inf\"}} {}",
-                h.count
-            );
-            let _ = writeln!(
-                out,
-                "ocisource_reconcile_duration_seconds_sum{{result=\"{result}\"}} {}",
-                h.sum
-            );
-            let _ = writeln!(
-                out,
-                "ocisource_reconcile_duration_seconds_count{{result=\"{result}\"}} {}",
-                h.count
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP ocisource_reconcile_results_total Finished reconciles by result and reason."
-        );
-        let _ = writeln!(out, "# TYPE ocisource_reconcile_results_total counter");
-        for ((result, reason), n) in &inner.results {
-            let _ = writeln!(
-                out,
-                "ocisource_reconcile_results_total{{result=\"{}\",reason=\"{}\"}} {n}",
-                escape(result),
-                escape(reason)
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP ocisource_bytes_pulled_total Bytes downloaded from registries."
-        );
-        let _ = writeln!(out, "# TYPE ocisource_bytes_pulled_total counter");
-        let _ = writeln!(
-            out,
-            "ocisource_bytes_pulled_total {}",
-            self.bytes_pulled.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "# HELP ocisource_artifact_size_bytes Size of the stored artifact per object."
-        );
-        let _ = writeln!(out, "# TYPE ocisource_artifact_size_bytes gauge");
-        for ((namespace, name), bytes) in &inner.artifact_sizes {
-            let _ = writeln!(
-                out,
-                "ocisource_artifact_size_bytes{{namespace=\"{}\",name=\"{}\"}} {bytes}",
-                escape(namespace),
-                escape(name)
-            );
-        }
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+}
+
+fn object(namespace: &str, name: &str) -> ByObject {
+    ByObject {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
     }
 }
 
@@ -189,12 +165,4 @@ impl crate::ports::ReconcileMetrics for Metrics {
     fn remove_object(&self, namespace: &str, name: &str) {
         Metrics::remove_object(self, namespace, name)
     }
-}
-
-/// Escapes a label value: backslash, double quote and newline.
-fn escape(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
