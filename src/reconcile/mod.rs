@@ -268,7 +268,7 @@ pub async fn reconcile_as(
         Err(f) => {
             let failure = Failure {
                 verification: f.verification,
-                ..f.error.failure(f.revision)
+                ..f.error.failure_as(flavour, f.revision)
             };
             (Outcome::Failed(failure), None, Some(f.error))
         }
