@@ -110,8 +110,10 @@ impl ReconcileError {
     /// differently and Flux's text is known (tests/cluster_drop_in_failures.rs compares
     /// the two controllers); `None` where [`chain`] is already Flux's text or Flux's
     /// comes from go-containerregistry (see the README's drop-in section).
-    pub fn flux_message(&self) -> Option<String> {
+    pub fn flux_message(&self, url: &str) -> Option<String> {
         match self {
+            Self::InvalidSpec(e) if e.reason() == reason::URL_INVALID => flux_url_problem(url)
+                .map(|problem| format!("URL validation failed for '{url}': {problem}")),
             Self::Pipeline(PipelineError::NoMatchingTag { url, range, .. }) => Some(format!(
                 "failed to determine the artifact tag for '{url}': no match found for semver: {range}"
             )),
@@ -125,12 +127,18 @@ impl ReconcileError {
         }
     }
 
-    /// The failure as the status fold wants it, worded for `flavour`: Flux's own kind
+    /// The failure (of the object with `spec.url` `url`) as the status fold wants it,
+    /// worded for `flavour`: Flux's own kind
     /// carries Flux's message where [`Self::flux_message`] knows it.
-    pub fn failure_as(&self, flavour: &Flavour, new_revision: Option<String>) -> Failure {
+    pub fn failure_as(
+        &self,
+        flavour: &Flavour,
+        url: &str,
+        new_revision: Option<String>,
+    ) -> Failure {
         let mut failure = self.failure(new_revision);
         if let Flavour::Flux(_) = flavour {
-            if let Some(message) = self.flux_message() {
+            if let Some(message) = self.flux_message(url) {
                 failure.message = message;
             }
             // A registry's 401/403 is a pull failure to Flux (AuthenticationFailed is
@@ -158,6 +166,33 @@ impl ReconcileError {
     }
 }
 
+/// What Flux's `parseRepository` (go-containerregistry's `name.NewRepository`) says of
+/// `url`, for the problems whose text is known here; `None` for the others.
+fn flux_url_problem(url: &str) -> Option<String> {
+    const REPOSITORY_CHARS: &str = "abcdefghijklmnopqrstuvwxyz0123456789_-./";
+    let Some(name) = url.strip_prefix("oci://") else {
+        return Some("URL must be in format 'oci://<domain>/<org>/<repo>'".into());
+    };
+    if name.is_empty() {
+        return Some("a repository name must be specified".into());
+    }
+    let repository = match name.split_once('/') {
+        Some((host, path)) if host == "localhost" || host.contains(['.', ':']) => path,
+        _ => name,
+    };
+    if !(1..=255).contains(&repository.chars().count()) {
+        return Some(format!(
+            "repository must be between 1 and 255 characters in length: {repository}"
+        ));
+    }
+    if repository.chars().any(|c| !REPOSITORY_CHARS.contains(c)) {
+        return Some(format!(
+            "repository can only contain the characters `{REPOSITORY_CHARS}`: {repository}"
+        ));
+    }
+    None
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
@@ -178,11 +213,11 @@ mod tests {
             tags: 1,
         });
         assert_eq!(
-            no_match.failure_as(&flux(), None).message,
+            no_match.failure_as(&flux(), "oci://r/app", None).message,
             "failed to determine the artifact tag for 'oci://r/app': no match found for semver: >=9.0.0"
         );
         assert!(no_match
-            .failure_as(&Flavour::Ocisource, None)
+            .failure_as(&Flavour::Ocisource, "oci://r/app", None)
             .message
             .contains("no tag matches semver range '>=9.0.0' (1 tags listed)"));
         let secret = ReconcileError::Secret {
@@ -193,13 +228,38 @@ mod tests {
             },
         };
         assert_eq!(
-            secret.failure_as(&flux(), None).message,
+            secret.failure_as(&flux(), "oci://r/app", None).message,
             "failed to get credential: failed to get secret 'ns/absent': secrets \"absent\" not found"
         );
         assert_eq!(
-            secret.failure_as(&Flavour::Ocisource, None).message,
+            secret
+                .failure_as(&Flavour::Ocisource, "oci://r/app", None)
+                .message,
             "failed to read spec.secretRef: secret 'ns/absent' not found"
         );
+    }
+
+    #[test]
+    fn the_flux_flavour_quotes_go_containerregistrys_url_problems() {
+        let message = |url: &str| {
+            ReconcileError::InvalidSpec(InvalidSpec::url("bad"))
+                .failure_as(&flux(), url, None)
+                .message
+        };
+        assert_eq!(
+            message("oci://"),
+            "URL validation failed for 'oci://': a repository name must be specified"
+        );
+        assert_eq!(
+            message("oci://r.io/app:v1"),
+            "URL validation failed for 'oci://r.io/app:v1': repository can only contain the characters `abcdefghijklmnopqrstuvwxyz0123456789_-./`: app:v1"
+        );
+        assert_eq!(
+            message("oci://r.io/"),
+            "URL validation failed for 'oci://r.io/': repository must be between 1 and 255 characters in length: "
+        );
+        // Unknown problems keep ocisource's text.
+        assert_eq!(message("oci://r.io/app"), "spec.url: bad");
     }
 
     #[test]
@@ -210,11 +270,13 @@ mod tests {
             source: RegistryError::new(RegistryErrorKind::Unauthorized, "401"),
         });
         assert_eq!(
-            refused.failure_as(&flux(), None).reason,
+            refused.failure_as(&flux(), "oci://r/app", None).reason,
             "OCIArtifactPullFailed"
         );
         assert_eq!(
-            refused.failure_as(&Flavour::Ocisource, None).reason,
+            refused
+                .failure_as(&Flavour::Ocisource, "oci://r/app", None)
+                .reason,
             "AuthenticationFailed"
         );
         assert_eq!(refused.disposition(), Disposition::Retry);

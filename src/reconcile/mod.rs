@@ -268,7 +268,7 @@ pub async fn reconcile_as(
         Err(f) => {
             let failure = Failure {
                 verification: f.verification,
-                ..f.error.failure_as(flavour, f.revision)
+                ..f.error.failure_as(flavour, &obj.spec.url, f.revision)
             };
             (Outcome::Failed(failure), None, Some(f.error))
         }
