@@ -44,11 +44,6 @@ impl Exception {
     }
 }
 
-/// Flux's Reconciling message while it retries a failure before any artifact: the
-/// progress message it set before the failing step (ocisource shows the failure there).
-/// Asserted for every retried case, then left out of the comparison.
-const FLUX_RECONCILING: &str = "building artifact";
-
 /// The message of condition `type_` in a [`failure_view`].
 fn message_of<'a>(view: &'a mut Value, type_: &str) -> Option<&'a mut Value> {
     view["conditions"]
@@ -62,18 +57,6 @@ fn message_of<'a>(view: &'a mut Value, type_: &str) -> Option<&'a mut Value> {
 /// be compared whole; returns what did not have the expected shape.
 fn apply_exceptions(case: &Case, flux: &mut Value, ours: &mut Value) -> Vec<String> {
     let mut wrong = Vec::new();
-    let ours_ready = message_of(ours, "Ready").map(|m| m.clone());
-    if let (Some(f), Some(o)) = (
-        message_of(flux, "Reconciling").map(|m| m.clone()),
-        message_of(ours, "Reconciling"),
-    ) {
-        if f != FLUX_RECONCILING || Some(&*o) != ours_ready.as_ref() {
-            wrong.push(format!(
-                "Reconciling: expected Flux's {FLUX_RECONCILING:?} and ours = Ready's, got {f} / {o}"
-            ));
-        }
-        *o = f;
-    }
     if case.exception != Exception::None {
         for type_ in ["FetchFailed", "Ready", "Stalled"] {
             let f = message_of(flux, type_).map(|m| m.clone());
