@@ -27,24 +27,12 @@ const OTHER_LAYER: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
 /// The artifact server address of the source-controller `hack/cluster.sh flux
 /// source-controller` started, or `None` (skip, or fail under OCISOURCE_REQUIRE_CLUSTER).
 fn source_controller(cluster: &Cluster) -> Option<String> {
-    let port = std::fs::read_to_string(cluster.dir.join("source-controller.storage-port"))
-        .ok()
-        .map(|p| p.trim().to_string());
-    let running = port.is_some()
-        && std::fs::read_to_string(cluster.dir.join("source-controller.pid"))
-            .ok()
-            .and_then(|pid| pid.trim().parse::<u32>().ok())
-            .is_some_and(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists());
-    if !running {
-        assert!(
-            std::env::var("OCISOURCE_REQUIRE_CLUSTER").as_deref() != Ok("1"),
-            "OCISOURCE_REQUIRE_CLUSTER=1 but Flux's source-controller is not running: \
-             SOURCE_CONTROLLER_ARGS='--watch-label-selector=!{SHARD}' hack/cluster.sh flux source-controller"
-        );
-        eprintln!("skipped: Flux's source-controller is not running (hack/cluster.sh flux source-controller)");
+    if !support::drop_in::source_controller_runs(cluster) {
         return None;
     }
-    Some(format!("127.0.0.1:{}", port?))
+    let port = std::fs::read_to_string(cluster.dir.join("source-controller.storage-port"))
+        .expect("source-controller.storage-port");
+    Some(format!("127.0.0.1:{}", port.trim()))
 }
 
 /// The field managers that ever wrote `obj`.

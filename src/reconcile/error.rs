@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::api::conditions::reason;
 use crate::api::validate::InvalidSpec;
+use crate::api::Flavour;
 use crate::domain::status::{Disposition, FailedStep, Failure};
 use crate::domain::verification::PolicyError;
 use crate::pipeline::{PipelineError, PipelineErrorKind};
@@ -105,6 +106,52 @@ impl ReconcileError {
         self.classify().2
     }
 
+    /// Flux's source-controller's message for this error, where ocisource words it
+    /// differently and Flux's text is known (tests/cluster_drop_in_failures.rs compares
+    /// the two controllers); `None` where [`chain`] is already Flux's text or Flux's
+    /// comes from go-containerregistry (see the README's drop-in section).
+    pub fn flux_message(&self, url: &str) -> Option<String> {
+        match self {
+            Self::InvalidSpec(e) if e.reason() == reason::URL_INVALID => flux_url_problem(url)
+                .map(|problem| format!("URL validation failed for '{url}': {problem}")),
+            Self::Pipeline(PipelineError::NoMatchingTag { url, range, .. }) => Some(format!(
+                "failed to determine the artifact tag for '{url}': no match found for semver: {range}"
+            )),
+            Self::Secret {
+                field: "spec.secretRef",
+                source: SecretsError::NotFound { namespace, name },
+            } => Some(format!(
+                "failed to get credential: failed to get secret '{namespace}/{name}': secrets \"{name}\" not found"
+            )),
+            _ => None,
+        }
+    }
+
+    /// The failure (of the object with `spec.url` `url`) as the status fold wants it,
+    /// worded for `flavour`: Flux's own kind
+    /// carries Flux's message where [`Self::flux_message`] knows it.
+    pub fn failure_as(
+        &self,
+        flavour: &Flavour,
+        url: &str,
+        new_revision: Option<String>,
+    ) -> Failure {
+        let mut failure = self.failure(new_revision);
+        if let Flavour::Flux(_) = flavour {
+            if let Some(message) = self.flux_message(url) {
+                failure.message = message;
+            }
+            // A registry's 401/403 is a pull failure to Flux (AuthenticationFailed is
+            // for credentials it could not build); the retry decision is unchanged.
+            if let Self::Pipeline(e) = self {
+                if e.kind() == PipelineErrorKind::Authentication {
+                    failure.reason = reason::OCI_ARTIFACT_PULL_FAILED.to_string();
+                }
+            }
+        }
+        failure
+    }
+
     /// The failure as the status fold wants it.
     pub fn failure(&self, new_revision: Option<String>) -> Failure {
         let (step, reason, disposition) = self.classify();
@@ -116,5 +163,122 @@ impl ReconcileError {
             new_revision,
             verification: None,
         }
+    }
+}
+
+/// What Flux's `parseRepository` (go-containerregistry's `name.NewRepository`) says of
+/// `url`, for the problems whose text is known here; `None` for the others.
+fn flux_url_problem(url: &str) -> Option<String> {
+    const REPOSITORY_CHARS: &str = "abcdefghijklmnopqrstuvwxyz0123456789_-./";
+    let Some(name) = url.strip_prefix("oci://") else {
+        return Some("URL must be in format 'oci://<domain>/<org>/<repo>'".into());
+    };
+    if name.is_empty() {
+        return Some("a repository name must be specified".into());
+    }
+    let repository = match name.split_once('/') {
+        Some((host, path)) if host == "localhost" || host.contains(['.', ':']) => path,
+        _ => name,
+    };
+    if !(1..=255).contains(&repository.chars().count()) {
+        return Some(format!(
+            "repository must be between 1 and 255 characters in length: {repository}"
+        ));
+    }
+    if repository.chars().any(|c| !REPOSITORY_CHARS.contains(c)) {
+        return Some(format!(
+            "repository can only contain the characters `{REPOSITORY_CHARS}`: {repository}"
+        ));
+    }
+    None
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::api::flux_ocirepository::FluxOptions;
+    use crate::ports::RegistryErrorKind;
+
+    fn flux() -> Flavour {
+        Flavour::Flux(FluxOptions::default())
+    }
+
+    #[test]
+    fn the_flux_flavour_words_known_failures_as_source_controller_does() {
+        let no_match = ReconcileError::Pipeline(PipelineError::NoMatchingTag {
+            url: "oci://r/app".into(),
+            range: ">=9.0.0".into(),
+            filter: String::new(),
+            tags: 1,
+        });
+        assert_eq!(
+            no_match.failure_as(&flux(), "oci://r/app", None).message,
+            "failed to determine the artifact tag for 'oci://r/app': no match found for semver: >=9.0.0"
+        );
+        assert!(no_match
+            .failure_as(&Flavour::Ocisource, "oci://r/app", None)
+            .message
+            .contains("no tag matches semver range '>=9.0.0' (1 tags listed)"));
+        let secret = ReconcileError::Secret {
+            field: "spec.secretRef",
+            source: SecretsError::NotFound {
+                namespace: "ns".into(),
+                name: "absent".into(),
+            },
+        };
+        assert_eq!(
+            secret.failure_as(&flux(), "oci://r/app", None).message,
+            "failed to get credential: failed to get secret 'ns/absent': secrets \"absent\" not found"
+        );
+        assert_eq!(
+            secret
+                .failure_as(&Flavour::Ocisource, "oci://r/app", None)
+                .message,
+            "failed to read spec.secretRef: secret 'ns/absent' not found"
+        );
+    }
+
+    #[test]
+    fn the_flux_flavour_quotes_go_containerregistrys_url_problems() {
+        let message = |url: &str| {
+            ReconcileError::InvalidSpec(InvalidSpec::url("bad"))
+                .failure_as(&flux(), url, None)
+                .message
+        };
+        assert_eq!(
+            message("oci://"),
+            "URL validation failed for 'oci://': a repository name must be specified"
+        );
+        assert_eq!(
+            message("oci://r.io/app:v1"),
+            "URL validation failed for 'oci://r.io/app:v1': repository can only contain the characters `abcdefghijklmnopqrstuvwxyz0123456789_-./`: app:v1"
+        );
+        assert_eq!(
+            message("oci://r.io/"),
+            "URL validation failed for 'oci://r.io/': repository must be between 1 and 255 characters in length: "
+        );
+        // Unknown problems keep ocisource's text.
+        assert_eq!(message("oci://r.io/app"), "spec.url: bad");
+    }
+
+    #[test]
+    fn a_registry_refusal_is_a_pull_failure_to_flux_only() {
+        let refused = ReconcileError::Pipeline(PipelineError::Resolve {
+            url: "oci://r/app".into(),
+            reference: "v1".into(),
+            source: RegistryError::new(RegistryErrorKind::Unauthorized, "401"),
+        });
+        assert_eq!(
+            refused.failure_as(&flux(), "oci://r/app", None).reason,
+            "OCIArtifactPullFailed"
+        );
+        assert_eq!(
+            refused
+                .failure_as(&Flavour::Ocisource, "oci://r/app", None)
+                .reason,
+            "AuthenticationFailed"
+        );
+        assert_eq!(refused.disposition(), Disposition::Retry);
     }
 }

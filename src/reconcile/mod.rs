@@ -268,7 +268,7 @@ pub async fn reconcile_as(
         Err(f) => {
             let failure = Failure {
                 verification: f.verification,
-                ..f.error.failure(f.revision)
+                ..f.error.failure_as(flavour, &obj.spec.url, f.revision)
             };
             (Outcome::Failed(failure), None, Some(f.error))
         }
@@ -289,6 +289,9 @@ pub async fn reconcile_as(
         &announcer.shown,
         now,
     );
+    if let (Flavour::Flux(_), Some(e)) = (flavour, &error) {
+        flux_reconciling_message(&mut decision.conditions, e, previous.artifact.is_none());
+    }
     let finished = error
         .as_ref()
         .is_none_or(|e| e.disposition() == Disposition::Stalled);
@@ -334,5 +337,25 @@ pub async fn reconcile_as(
         requeue,
         error,
         pulled,
+    }
+}
+
+/// Flux's Reconciling message while it retries a failure: the progress message it set
+/// before the failing step, `building artifact` when the object has no artifact yet
+/// (source-controller's `reconcileStorage`; tests/cluster_drop_in_failures.rs compares).
+/// With an artifact, ocisource keeps the failure's message there (a known difference).
+fn flux_reconciling_message(
+    conditions: &mut [status::Condition],
+    error: &ReconcileError,
+    no_artifact: bool,
+) {
+    if error.disposition() != Disposition::Retry || !no_artifact {
+        return;
+    }
+    for c in conditions
+        .iter_mut()
+        .filter(|c| c.type_ == status::ConditionType::Reconciling)
+    {
+        c.message = "building artifact".into();
     }
 }

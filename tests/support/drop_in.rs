@@ -42,3 +42,21 @@ pub fn kustomization(ns: &str, name: &str, source: &str) -> String {
 pub fn drop_in_values() -> Value {
     json!({"controller": {"fluxDropInSelector": format!("{SHARD}=ocisource")}})
 }
+
+/// True when the source-controller `hack/cluster.sh flux source-controller` started runs;
+/// false (skip) when it does not, or a failure under OCISOURCE_REQUIRE_CLUSTER=1.
+pub fn source_controller_runs(cluster: &super::cluster::Cluster) -> bool {
+    let running = std::fs::read_to_string(cluster.dir.join("source-controller.pid"))
+        .ok()
+        .and_then(|pid| pid.trim().parse::<u32>().ok())
+        .is_some_and(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists());
+    if !running {
+        assert!(
+            std::env::var("OCISOURCE_REQUIRE_CLUSTER").as_deref() != Ok("1"),
+            "OCISOURCE_REQUIRE_CLUSTER=1 but Flux's source-controller is not running: \
+             SOURCE_CONTROLLER_ARGS='--watch-label-selector=!{SHARD}' hack/cluster.sh flux source-controller"
+        );
+        eprintln!("skipped: Flux's source-controller is not running (hack/cluster.sh flux source-controller)");
+    }
+    running
+}
