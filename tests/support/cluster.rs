@@ -127,7 +127,7 @@ impl Cluster {
         &self,
         kubeconfig: &Path,
         args: &[&str],
-        yaml: &str,
+        input: &str,
     ) -> Result<String, String> {
         use std::io::Write;
         let mut child = Command::new(&self.kubectl)
@@ -142,7 +142,7 @@ impl Cluster {
             .stdin
             .take()
             .unwrap()
-            .write_all(yaml.as_bytes())
+            .write_all(input.as_bytes())
             .unwrap();
         let out = child.wait_with_output().unwrap();
         if out.status.success() {

@@ -98,6 +98,14 @@ pub fn done_line(verb: &str, name: &str, bytes: u64, elapsed: Duration) -> Strin
     )
 }
 
+/// `push sha256:0123456789ab: already in the registry, 30.00 MiB`.
+pub fn already_line(verb: &str, name: &str, total: u64) -> String {
+    format!(
+        "{verb} {name}: already in the registry, {}",
+        HumanBytes(total)
+    )
+}
+
 /// Average bytes per second, unknown before any time has passed.
 fn rate(bytes: u64, elapsed: Duration) -> Option<f64> {
     let secs = elapsed.as_secs_f64();

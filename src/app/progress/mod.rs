@@ -28,7 +28,7 @@ use crate::domain::manifest::Descriptor;
 use crate::ports::{BlobStream, FetchedManifest, Registry, RegistryError};
 
 pub use lines::Clock;
-use lines::{done_line, Plain, PlainLayer, SystemClock};
+use lines::{already_line, done_line, Plain, PlainLayer, SystemClock};
 pub use terminal::LogWriter;
 use terminal::{BarLayer, Bars};
 
@@ -230,12 +230,7 @@ impl Drop for Layer {
             LayerKind::Bar(bar) => bar.stopped(),
             LayerKind::Plain(plain, l) => {
                 if !l.finished.swap(true, Ordering::Relaxed) && self.skipped {
-                    (plain.emit)(&format!(
-                        "{} {}: already in the registry, {}",
-                        plain.verb,
-                        l.name,
-                        HumanBytes(l.total)
-                    ));
+                    (plain.emit)(&already_line(plain.verb, &l.name, l.total));
                 }
             }
         }

@@ -9,9 +9,9 @@
 use std::io::Write;
 use std::sync::Mutex;
 
-use indicatif::{HumanBytes, MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::lines::done_line;
+use super::lines::{already_line, done_line};
 
 /// The bars of the command under way, if any, for [`LogWriter`].
 static SHOWN: Mutex<Option<MultiProgress>> = Mutex::new(None);
@@ -97,11 +97,7 @@ impl BarLayer {
 
     /// Replaces the bar with `already in the registry`, once.
     pub(super) fn already_there(&self) {
-        let total = HumanBytes(self.bar.length().unwrap_or(0));
-        let line = format!(
-            "{} {}: already in the registry, {total}",
-            self.verb, self.name
-        );
+        let line = already_line(self.verb, &self.name, self.bar.length().unwrap_or(0));
         self.end_with(Some(line));
     }
 
