@@ -22,7 +22,6 @@ use kube::CustomResource;
 use serde::{Deserialize, Serialize};
 
 use super::ocirepository::{OciRepository, OciRepositorySpec, OciRepositoryStatus};
-use super::validate::InvalidSpec;
 use crate::domain::manifest::Platform;
 
 /// Annotation: `all` merges every selected layer; `first` (default) is Flux's selection.
@@ -94,17 +93,6 @@ impl Flavour {
         }
         (!parts.is_empty()).then(|| parts.join(","))
     }
-
-    /// Fails on an annotation value that is not understood, naming the annotation.
-    pub fn check(&self) -> Result<(), InvalidSpec> {
-        match self {
-            Self::Flux(FluxOptions {
-                invalid: Some((annotation, message)),
-                ..
-            }) => Err(InvalidSpec::field(annotation, message.clone())),
-            _ => Ok(()),
-        }
-    }
 }
 
 impl FluxOptions {
@@ -162,7 +150,7 @@ impl FluxOciRepository {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
 
@@ -185,7 +173,10 @@ mod tests {
         assert_eq!(obj.spec.platform, None);
         assert!(flavour.first_layer_only() && matches!(flavour, Flavour::Flux(_)));
         assert_eq!(flavour.options_note(), None);
-        assert!(flavour.check().is_ok());
+        assert!(matches!(
+            flavour,
+            Flavour::Flux(FluxOptions { invalid: None, .. })
+        ));
         assert!(!Flavour::Ocisource.first_layer_only());
     }
 
@@ -203,14 +194,21 @@ mod tests {
 
     #[test]
     fn a_bad_annotation_names_itself() {
+        let invalid = |flavour: Flavour| match flavour {
+            Flavour::Flux(FluxOptions {
+                invalid: Some((annotation, message)),
+                ..
+            }) => format!("{annotation}: {message}"),
+            other => panic!("no invalid annotation in {other:?}"),
+        };
         let (_, flavour) = flux("{ocisource.dev/layers: every}").view();
-        let err = flavour.check().unwrap_err().to_string();
+        let err = invalid(flavour);
         assert!(
             err.starts_with("metadata.annotations[ocisource.dev/layers]: 'every' is not"),
             "{err}"
         );
         let (_, flavour) = flux("{ocisource.dev/platform: 'linux'}").view();
-        let err = flavour.check().unwrap_err().to_string();
+        let err = invalid(flavour);
         assert!(
             err.starts_with("metadata.annotations[ocisource.dev/platform]:"),
             "{err}"

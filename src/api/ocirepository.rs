@@ -5,15 +5,12 @@
 //! file does not import it: `OciRepository::validate` is defined there). Wire types only:
 //! no kube client, no I/O.
 
-use std::time::Duration;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::artifact::Artifact;
-use crate::domain::duration;
 
 /// Annotation whose changed value requests an immediate reconcile; the handled value is
 /// echoed in `status.lastHandledReconcileAt`.
@@ -295,18 +292,6 @@ pub struct OciRepositoryStatus {
     pub last_handled_reconcile_at: Option<String>,
 }
 
-impl OciRepositorySpec {
-    /// `spec.interval` as a duration (`None` when it does not parse).
-    pub fn interval_duration(&self) -> Option<Duration> {
-        duration::parse(&self.interval).ok()
-    }
-
-    /// `spec.timeout` as a duration (`None` when it does not parse).
-    pub fn timeout_duration(&self) -> Option<Duration> {
-        duration::parse(&self.timeout).ok()
-    }
-}
-
 impl OciRepository {
     /// The value of the `reconcile.fluxcd.io/requestedAt` annotation, if any.
     pub fn requested_at(&self) -> Option<&str> {
@@ -332,6 +317,7 @@ impl OciRepository {
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn repo(yaml_metadata: &str, handled: Option<&str>) -> OciRepository {
         let mut repo: OciRepository = serde_yaml::from_str(&format!(
@@ -360,7 +346,8 @@ mod tests {
     fn defaults_match_flux() {
         let r = repo("{name: a}", None);
         assert_eq!(r.spec.timeout, "60s");
-        assert_eq!(r.spec.timeout_duration(), Some(Duration::from_secs(60)));
+        let desired = super::super::validate::desired(&r.spec, &Default::default()).unwrap();
+        assert_eq!(desired.timeout, Duration::from_secs(60));
         assert_eq!(r.spec.provider, Provider::Generic);
         assert_eq!(
             OciLayerSelector::default().effective_operation(),

@@ -1,10 +1,11 @@
-//! Spec validation the CRD schema cannot express (URL shape, digest, tag, identity
-//! regexes, durations, unsupported providers, a registry host `spec.provider` cannot log
-//! in to), reported with field paths such as
-//! `spec.url: invalid url ...`; and Go-style duration parsing (`1m30s`). Pure: no kube
-//! client, no I/O. Each rule is the domain's parser (`domain::reference`,
-//! `domain::digest`, `domain::verification`), called here so that validation and the
-//! reconcile can never disagree. The semver range and `semverFilter` are deliberately
+//! The door: an object's spec (read as its [`Flavour`]) validated once into the typed
+//! value the reconcile steps take ([`desired`] → `domain::desired::Desired`), or every
+//! problem the CRD schema cannot express (URL shape, digest, tag, identity regexes,
+//! durations, ignore rules, platform, unsupported providers, a registry host
+//! `spec.provider` cannot log in to), reported with field paths such as
+//! `spec.url: invalid url ...`. Pure: no kube client, no I/O. Each rule is the domain's
+//! parser (`domain::reference`, `domain::digest`, `domain::duration`, `domain::ignore`,
+//! `domain::verification`): validating and parsing are one act, so they cannot disagree. The semver range and `semverFilter` are deliberately
 //! not checked here: Flux compiles them after listing the tags and reports a bad one as
 //! a retried `ReadOperationFailed`, not a stalled spec (`pipeline::resolve`).
 
@@ -13,11 +14,18 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use super::conditions::reason;
-use super::ocirepository::{OciRepository, OciRepositorySpec, VerificationProvider};
-use crate::domain::cloud_hosts;
+use super::flux_ocirepository::{Flavour, FluxOptions};
+use super::ocirepository::{
+    LayerOperation, LocalObjectReference, OciRepository, OciRepositorySpec, VerificationProvider,
+};
+use crate::domain::desired::{Access, Desired, VerifyRequest};
 use crate::domain::digest::Digest;
-use crate::domain::reference::{valid_tag, RepositoryUrl};
+use crate::domain::ignore::IgnoreRules;
+use crate::domain::layers::LayerSelector;
+use crate::domain::manifest::Platform;
+use crate::domain::reference::{valid_tag, RefSpec, RepositoryUrl};
 use crate::domain::verification::IdentityMatch;
+use crate::domain::{self, cloud_hosts};
 
 /// One invalid field.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,101 +105,172 @@ impl InvalidSpec {
     }
 }
 
-pub(crate) fn spec(spec: &OciRepositorySpec) -> Result<(), InvalidSpec> {
-    let mut errors = Vec::new();
-    let mut bad = |field: &'static str, message: String| {
-        errors.push(FieldError {
+/// Collects every problem of a spec while the fields are parsed.
+#[derive(Default)]
+struct Problems {
+    errors: Vec<FieldError>,
+}
+
+impl Problems {
+    fn bad(&mut self, field: &'static str, message: impl Into<String>) {
+        self.errors.push(FieldError {
             field,
-            message,
+            message: message.into(),
             unsupported: false,
         });
-    };
-    if let Err(e) = RepositoryUrl::parse(&spec.url) {
-        bad("spec.url", e.to_string());
     }
-    if let Some(r) = &spec.reference {
-        if let Some(digest) = r.digest.as_deref().filter(|d| !d.is_empty()) {
-            if let Err(e) = Digest::from_str(digest) {
-                bad("spec.ref.digest", e.to_string());
-            }
-        }
-        if let Some(tag) = r.tag.as_deref().filter(|t| !t.is_empty()) {
-            if !valid_tag(tag) {
-                bad(
-                    "spec.ref.tag",
-                    format!("invalid tag '{tag}': expected [A-Za-z0-9_][A-Za-z0-9._-]{{0,127}}"),
-                );
-            }
-        }
+
+    /// The value, or `None` after recording its error under `field`.
+    fn check<T, E: fmt::Display>(&mut self, field: &'static str, r: Result<T, E>) -> Option<T> {
+        r.map_err(|e| self.bad(field, e.to_string())).ok()
     }
-    if let Some(media_type) = spec
-        .layer_selector
-        .as_ref()
-        .and_then(|s| s.media_type.as_ref())
+
+    /// `spec.interval`: a Go duration greater than zero.
+    fn interval(&mut self, text: &str) -> Option<Duration> {
+        match crate::domain::duration::parse(text) {
+            Err(e) => self.bad("spec.interval", e.to_string()),
+            Ok(d) if d.is_zero() => self.bad("spec.interval", "must be greater than zero"),
+            Ok(d) => return Some(d),
+        }
+        None
+    }
+
+    /// `spec.timeout`: a Go duration greater than zero, without hours (Flux's pattern).
+    fn timeout(&mut self, text: &str) -> Option<Duration> {
+        match crate::domain::duration::parse(text) {
+            Err(e) => self.bad("spec.timeout", e.to_string()),
+            Ok(d) if text.contains('h') || d.is_zero() => self.bad(
+                "spec.timeout",
+                format!("invalid timeout '{text}': expected e.g. 60s or 5m"),
+            ),
+            Ok(d) => return Some(d),
+        }
+        None
+    }
+}
+
+/// The object's spec read as `flavour`, validated into the typed value the reconcile
+/// steps take, or every problem with its field path. The only validation: each rule is
+/// the domain's parser.
+pub fn desired(spec: &OciRepositorySpec, flavour: &Flavour) -> Result<Desired, InvalidSpec> {
+    let mut p = Problems::default();
+    if let Flavour::Flux(FluxOptions {
+        invalid: Some((annotation, message)),
+        ..
+    }) = flavour
     {
-        if !media_type.contains('/') || media_type.trim() != media_type {
-            bad(
-                "spec.layerSelector.mediaType",
-                format!("invalid media type '{media_type}'"),
+        p.bad(annotation, message.clone());
+    }
+    let url = p.check("spec.url", RepositoryUrl::parse(&spec.url));
+    let r = spec.reference.clone().unwrap_or_default();
+    if let Some(digest) = r.digest.as_deref().filter(|d| !d.is_empty()) {
+        p.check("spec.ref.digest", Digest::from_str(digest));
+    }
+    if let Some(tag) = r.tag.as_deref().filter(|t| !t.is_empty()) {
+        if !valid_tag(tag) {
+            p.bad(
+                "spec.ref.tag",
+                format!("invalid tag '{tag}': expected [A-Za-z0-9_][A-Za-z0-9._-]{{0,127}}"),
             );
         }
     }
-    match crate::domain::duration::parse(&spec.interval) {
-        Err(e) => bad("spec.interval", e.to_string()),
-        Ok(d) if d.is_zero() => bad("spec.interval", "must be greater than zero".to_string()),
-        Ok(_) => {}
+    let written_media_type = spec
+        .layer_selector
+        .as_ref()
+        .and_then(|s| s.media_type.as_deref());
+    if let Some(m) = written_media_type {
+        if !m.contains('/') || m.trim() != m {
+            p.bad(
+                "spec.layerSelector.mediaType",
+                format!("invalid media type '{m}'"),
+            );
+        }
     }
-    match crate::domain::duration::parse(&spec.timeout) {
-        Err(e) => bad("spec.timeout", e.to_string()),
-        Ok(d) if spec.timeout.contains('h') || d.is_zero() => bad(
-            "spec.timeout",
-            format!(
-                "invalid timeout '{}': expected e.g. 60s or 5m",
-                spec.timeout
+    let media_type = written_media_type.filter(|m| !m.is_empty());
+    // Reported by field above when the digest or tag is bad; `spec.ref` otherwise.
+    let reference = if p.errors.iter().any(|e| e.field.starts_with("spec.ref.")) {
+        None
+    } else {
+        p.check(
+            "spec.ref",
+            RefSpec::from_fields(
+                r.tag.as_deref(),
+                r.semver.as_deref(),
+                r.semver_filter.as_deref(),
+                r.digest.as_deref(),
             ),
+        )
+        .map(|r| r.with_layer_media_type(media_type))
+    };
+    let interval = p.interval(&spec.interval);
+    let timeout = p.timeout(&spec.timeout);
+    let ignore = match spec.ignore.as_deref() {
+        None => Some(IgnoreRules::flux_default()),
+        Some(text) => p.check("spec.ignore", IgnoreRules::from_spec(text)),
+    };
+    let platform = match spec.platform.as_deref() {
+        None => Some(None),
+        Some(text) => p.check("spec.platform", Platform::parse(text)).map(Some),
+    };
+    let name = |field: &'static str, r: Option<&LocalObjectReference>, p: &mut Problems| {
+        let r = r?;
+        if r.name.is_empty() {
+            p.bad(field, "must not be empty");
+        }
+        Some(r.name.clone())
+    };
+    let access = Access {
+        secret: name("spec.secretRef.name", spec.secret_ref.as_ref(), &mut p),
+        service_account: spec.service_account_name.clone(),
+        cert_secret: name(
+            "spec.certSecretRef.name",
+            spec.cert_secret_ref.as_ref(),
+            &mut p,
         ),
-        Ok(_) => {}
+        proxy_secret: name(
+            "spec.proxySecretRef.name",
+            spec.proxy_secret_ref.as_ref(),
+            &mut p,
+        ),
+        insecure: spec.insecure,
+        cloud: spec.provider.cloud(),
+    };
+    if access.service_account.as_deref() == Some("") {
+        p.bad("spec.serviceAccountName", "must not be empty");
     }
-    let refs = [
-        ("spec.secretRef.name", spec.secret_ref.as_ref()),
-        ("spec.certSecretRef.name", spec.cert_secret_ref.as_ref()),
-        ("spec.proxySecretRef.name", spec.proxy_secret_ref.as_ref()),
-        (
-            "spec.verify.secretRef.name",
-            spec.verify.as_ref().and_then(|v| v.secret_ref.as_ref()),
-        ),
-        (
+    let verify = spec.verify.as_ref().map(|v| {
+        let secret = name("spec.verify.secretRef.name", v.secret_ref.as_ref(), &mut p);
+        let trusted_root_secret = name(
             "spec.verify.trustedRootSecretRef.name",
-            spec.verify
-                .as_ref()
-                .and_then(|v| v.trusted_root_secret_ref.as_ref()),
-        ),
-    ];
-    for (field, r) in refs {
-        if r.is_some_and(|r| r.name.is_empty()) {
-            bad(field, "must not be empty".to_string());
-        }
-    }
-    if spec.service_account_name.as_deref() == Some("") {
-        bad("spec.serviceAccountName", "must not be empty".to_string());
-    }
-    if let Some(verify) = &spec.verify {
-        for m in &verify.match_oidc_identity {
-            if let Err(e) = IdentityMatch::issuer(&m.issuer) {
-                bad("spec.verify.matchOIDCIdentity.issuer", e.to_string());
-            }
-            if let Err(e) = IdentityMatch::subject(&m.subject) {
-                bad("spec.verify.matchOIDCIdentity.subject", e.to_string());
+            v.trusted_root_secret_ref.as_ref(),
+            &mut p,
+        );
+        let mut identities = Vec::new();
+        for m in &v.match_oidc_identity {
+            let issuer = p.check(
+                "spec.verify.matchOIDCIdentity.issuer",
+                IdentityMatch::issuer(&m.issuer),
+            );
+            let subject = p.check(
+                "spec.verify.matchOIDCIdentity.subject",
+                IdentityMatch::subject(&m.subject),
+            );
+            if issuer.is_some() && subject.is_some() {
+                identities.extend(IdentityMatch::new(&m.issuer, &m.subject).ok());
             }
         }
-    }
-    if let (Some(cloud), Ok(url)) = (spec.provider.cloud(), RepositoryUrl::parse(&spec.url)) {
+        VerifyRequest {
+            secret,
+            trusted_root_secret,
+            identities,
+        }
+    });
+    if let (Some(cloud), Some(url)) = (access.cloud, &url) {
         if let Err(e) = cloud_hosts::registry(cloud, &url.host) {
-            errors.push(FieldError {
-                field: "spec.provider",
-                message: format!("'{cloud}' cannot log in to the registry of spec.url: {e}"),
-                unsupported: false,
-            });
+            p.bad(
+                "spec.provider",
+                format!("'{cloud}' cannot log in to the registry of spec.url: {e}"),
+            );
         }
     }
     if spec
@@ -199,24 +278,52 @@ pub(crate) fn spec(spec: &OciRepositorySpec) -> Result<(), InvalidSpec> {
         .as_ref()
         .is_some_and(|v| v.provider == VerificationProvider::Notation)
     {
-        errors.push(FieldError {
+        p.errors.push(FieldError {
             field: "spec.verify.provider",
             message: "'notation' is not supported yet: use 'cosign'".to_string(),
             unsupported: true,
         });
     }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(InvalidSpec { errors })
+    match (url, reference, interval, timeout, ignore, platform) {
+        (
+            Some(url),
+            Some(reference),
+            Some(interval),
+            Some(timeout),
+            Some(ignore),
+            Some(platform),
+        ) if p.errors.is_empty() => {
+            let layers = spec.layer_selector.clone().unwrap_or_default();
+            Ok(Desired {
+                url,
+                reference,
+                interval,
+                timeout,
+                layers: LayerSelector {
+                    operation: match layers.effective_operation() {
+                        LayerOperation::Extract => domain::layers::LayerOperation::Extract,
+                        LayerOperation::Copy => domain::layers::LayerOperation::Copy,
+                    },
+                    media_type: media_type.map(str::to_string),
+                    first_only: flavour.first_layer_only(),
+                },
+                ignore,
+                platform,
+                access,
+                verify,
+                suspend: spec.suspend,
+            })
+        }
+        _ => Err(InvalidSpec { errors: p.errors }),
     }
 }
 
 impl OciRepositorySpec {
-    /// Checks what the schema cannot: URL shape, digest, semver range, regexes,
-    /// durations, unsupported providers. Every problem is reported with its field path.
+    /// Checks what the schema cannot: URL shape, digest, tag, regexes, durations, ignore
+    /// rules, platform, unsupported providers. Every problem is reported with its field
+    /// path (see [`desired`], which the reconciler calls).
     pub fn validate(&self) -> Result<(), InvalidSpec> {
-        spec(self)
+        desired(self, &Flavour::Ocisource).map(|_| ())
     }
 }
 
@@ -227,98 +334,6 @@ impl OciRepository {
     }
 }
 
-/// Parses a Go duration made of `ms`, `s`, `m`, `h` parts (`1h30m`, `1.5s`), the format
-/// of `spec.interval` and `spec.timeout`; `None` when it does not parse or is too long.
-pub fn parse_duration(text: &str) -> Option<Duration> {
-    crate::domain::duration::parse(text).ok()
-}
-
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-mod tests {
-    use super::*;
-    use rstest::rstest;
-
-    #[test]
-    fn reasons_follow_the_worst_field() {
-        assert_eq!(InvalidSpec::url("bad").reason(), "URLInvalid");
-        assert_eq!(InvalidSpec::url("bad").to_string(), "spec.url: bad");
-        assert_eq!(InvalidSpec::reference("bad").reason(), "InvalidSpec");
-        let mut both = InvalidSpec::platform("bad");
-        both.errors.push(FieldError {
-            field: "spec.provider",
-            message: "x".into(),
-            unsupported: true,
-        });
-        assert_eq!(both.reason(), "ProviderNotSupported");
-        assert_eq!(both.to_string(), "spec.platform: bad; spec.provider: x");
-    }
-
-    #[rstest]
-    #[case("30s", Some(30_000))]
-    #[case("1h30m", Some(5_400_000))]
-    #[case("1.5s", Some(1_500))]
-    #[case("250ms", Some(250))]
-    #[case("10", None)]
-    #[case("1d", None)]
-    #[case("", None)]
-    #[case(".5s", None)]
-    fn durations(#[case] text: &str, #[case] millis: Option<u128>) {
-        assert_eq!(parse_duration(text).map(|d| d.as_millis()), millis);
-    }
-
-    fn spec(yaml: &str) -> OciRepositorySpec {
-        serde_yaml::from_str(&format!("{{interval: 5m, {yaml}}}")).unwrap()
-    }
-
-    fn bad_fields(yaml: &str) -> Vec<&'static str> {
-        super::spec(&spec(yaml))
-            .err()
-            .map(|e| e.fields())
-            .unwrap_or_default()
-    }
-
-    #[rstest]
-    #[case("url: oci://ghcr.io/org/app", &[])]
-    #[case("url: oci://127.0.0.1:5000/a/b-c_d.e", &[])]
-    #[case("url: 'oci://[::1]:5000/app'", &[])]
-    #[case("url: oci://docker.io/nginx", &[])]
-    #[case("url: https://ghcr.io/org/app", &["spec.url"])]
-    #[case("url: oci://ghcr.io/org/app:v1", &["spec.url"])]
-    #[case("url: oci://ghcr.io/org/app@sha256:abc", &["spec.url"])]
-    #[case("url: oci://ghcr.io/Org/app", &["spec.url"])]
-    #[case("url: oci://ghcr.io/org//app", &["spec.url"])]
-    #[case("url: oci://host:port/app", &["spec.url"])]
-    fn urls_are_checked_by_the_domain_parser(#[case] yaml: &str, #[case] want: &[&str]) {
-        assert_eq!(bad_fields(yaml), want, "{yaml}");
-    }
-
-    /// Flux compiles the range after listing tags and retries a bad one
-    /// (`ReadOperationFailed`): validation must not stall it, whatever it is.
-    #[rstest]
-    #[case("1.x")]
-    #[case("=<1.2.0")]
-    #[case("=>1.2.1")]
-    #[case("~>1.2")]
-    #[case(">= 1.2, < 2")]
-    #[case("not-a-range")]
-    #[case(">=1.0 ||")]
-    fn semver_ranges_never_stall(#[case] range: &str) {
-        let yaml = format!("url: oci://r.io/a, ref: {{semver: '{range}', semverFilter: '(['}}");
-        assert_eq!(bad_fields(&yaml), Vec::<&str>::new(), "{range}");
-    }
-
-    #[rstest]
-    #[case("ref: {tag: v1.0}", &[])]
-    #[case("ref: {tag: -bad}", &["spec.ref.tag"])]
-    #[case("ref: {digest: 'sha256:zz'}", &["spec.ref.digest"])]
-    #[case("verify: {matchOIDCIdentity: [{issuer: '(', subject: '.*'}]}", &["spec.verify.matchOIDCIdentity.issuer"])]
-    #[case("verify: {matchOIDCIdentity: [{issuer: 'x', subject: '['}]}", &["spec.verify.matchOIDCIdentity.subject"])]
-    fn refs_and_identities(#[case] yaml: &str, #[case] want: &[&str]) {
-        assert_eq!(
-            bad_fields(&format!("url: oci://r.io/a, {yaml}")),
-            want,
-            "{yaml}"
-        );
-    }
-}
+#[path = "validate_tests.rs"]
+mod tests;

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use crate::cli::{LayerOperationArg, PullArgs};
 use crate::domain::error_chain::chain;
+use crate::domain::ignore::IgnoreRules;
 use crate::domain::layers::{LayerOperation, LayerSelector};
 use crate::domain::limits::Limits;
 use crate::domain::manifest::Platform;
@@ -68,9 +69,10 @@ pub async fn run(args: PullArgs) -> Result<(), AppError> {
     )?;
     let reference = reference.with_layer_media_type(args.layer_media_type.as_deref());
     reference::check(&reference)?;
-    if let Some(text) = &args.ignore {
-        reference::ignore_rules("--ignore", text)?;
-    }
+    let ignore = match &args.ignore {
+        Some(text) => reference::ignore_rules("--ignore", text)?,
+        None => IgnoreRules::flux_default(),
+    };
     let platform = Platform::parse(&args.platform).map_err(input)?;
     let selector = LayerSelector {
         media_type: args.layer_media_type.clone(),
@@ -116,7 +118,7 @@ pub async fn run(args: PullArgs) -> Result<(), AppError> {
             manifest: &manifest,
             manifest_digest: &manifest_digest,
             selector: &selector,
-            ignore: args.ignore.as_deref(),
+            ignore: &ignore,
             limits: &Limits {
                 max_uncompressed_bytes: args.max_uncompressed_bytes,
                 max_entries: args.max_entries,

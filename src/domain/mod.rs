@@ -5,6 +5,7 @@
 //! sigstore crates, nor another project module (`hack/layers.py --check` enforces it).
 
 pub mod cloud_hosts;
+pub mod desired;
 pub mod digest;
 pub mod docker_config;
 pub mod duration;

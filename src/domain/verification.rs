@@ -11,26 +11,6 @@ use std::collections::BTreeMap;
 
 use regex::Regex;
 
-/// Which signature system `spec.verify.provider` names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Provider {
-    /// Sigstore cosign (v2 `.sig` tags and v3 bundles).
-    Cosign,
-    /// Notary Project notation: accepted by the CRD, not supported yet.
-    Notation,
-}
-
-impl Provider {
-    /// Parses the `provider` field; an empty value means cosign, as in Flux.
-    pub fn parse(value: &str) -> Result<Self, PolicyError> {
-        match value {
-            "" | "cosign" => Ok(Self::Cosign),
-            "notation" => Ok(Self::Notation),
-            other => Err(PolicyError::UnknownProvider(other.to_string())),
-        }
-    }
-}
-
 /// A trusted public key from the verification Secret (a `*.pub` entry).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TrustedKey {
@@ -117,15 +97,14 @@ pub enum VerifyPolicy {
     },
 }
 
-/// Spec-like inputs of `spec.verify`, already read from the cluster.
+/// Spec-like inputs of `spec.verify` (cosign; the door refuses other providers), with
+/// the Secrets already read from the cluster.
 #[derive(Clone, Debug, Default)]
 pub struct VerifySpec<'a> {
-    /// `provider` (`cosign`, `notation`; empty means cosign).
-    pub provider: &'a str,
     /// Name of `secretRef`, if set, and its data.
     pub secret: Option<(&'a str, &'a BTreeMap<String, Vec<u8>>)>,
-    /// `matchOIDCIdentity[]` as `(issuer, subject)` regexes.
-    pub identities: &'a [(String, String)],
+    /// `matchOIDCIdentity[]`, compiled.
+    pub identities: Vec<IdentityMatch>,
     /// Custom trusted root JSON, if configured.
     pub trusted_root_json: Option<Vec<u8>>,
 }
@@ -133,9 +112,6 @@ pub struct VerifySpec<'a> {
 impl VerifyPolicy {
     /// Builds the policy from the spec, or says what in the spec is wrong (stalled).
     pub fn from_spec(spec: VerifySpec<'_>) -> Result<Self, PolicyError> {
-        if Provider::parse(spec.provider)? == Provider::Notation {
-            return Err(PolicyError::NotationUnsupported);
-        }
         if let Some((name, data)) = spec.secret {
             let keys: Vec<TrustedKey> = data
                 .iter()
@@ -164,13 +140,8 @@ impl VerifyPolicy {
         if spec.identities.is_empty() {
             return Err(PolicyError::NoIdentities);
         }
-        let identities = spec
-            .identities
-            .iter()
-            .map(|(issuer, subject)| IdentityMatch::new(issuer, subject))
-            .collect::<Result<Vec<_>, _>>()?;
         Ok(Self::Keyless {
-            identities,
+            identities: spec.identities,
             trusted_root_json: spec.trusted_root_json,
         })
     }
@@ -179,12 +150,6 @@ impl VerifyPolicy {
 /// Why `spec.verify` cannot be used; the object stalls until the spec changes.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PolicyError {
-    /// `provider` is neither cosign nor notation.
-    #[error("unsupported verification provider '{0}': expected 'cosign' or 'notation'")]
-    UnknownProvider(String),
-    /// `provider: notation`.
-    #[error("verification provider 'notation' is not supported yet: use 'cosign'")]
-    NotationUnsupported,
     /// The Secret holds no `*.pub` entry.
     #[error("verification secret '{secret}' has no '*.pub' public key entry")]
     NoPublicKeys {
@@ -220,10 +185,10 @@ mod tests {
     use super::*;
     use rstest::rstest;
 
-    fn ids(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    fn ids(pairs: &[(&str, &str)]) -> Vec<IdentityMatch> {
         pairs
             .iter()
-            .map(|(a, b)| ((*a).to_string(), (*b).to_string()))
+            .map(|(a, b)| IdentityMatch::new(a, b).unwrap())
             .collect()
     }
 
@@ -298,7 +263,6 @@ mod tests {
         data.insert("cosign.key".to_string(), b"PRIVATE".to_vec());
         data.insert("other.pub".to_string(), b"PEM-B".to_vec());
         let policy = VerifyPolicy::from_spec(VerifySpec {
-            provider: "cosign",
             secret: Some(("keys", &data)),
             ..Default::default()
         })
@@ -323,20 +287,7 @@ mod tests {
         );
         let keyless = VerifyPolicy::from_spec(VerifySpec::default());
         assert_eq!(keyless, Err(PolicyError::NoIdentities));
-        let notation = VerifyPolicy::from_spec(VerifySpec {
-            provider: "notation",
-            ..Default::default()
-        });
-        assert_eq!(notation, Err(PolicyError::NotationUnsupported));
-        assert!(notation
-            .unwrap_err()
-            .to_string()
-            .contains("not supported yet"));
-        let bad = ids(&[("(", ".*")]);
-        let err = VerifyPolicy::from_spec(VerifySpec {
-            identities: &bad,
-            ..Default::default()
-        });
+        let err = IdentityMatch::new("(", ".*");
         assert!(matches!(
             err,
             Err(PolicyError::InvalidRegex {
@@ -344,18 +295,13 @@ mod tests {
                 ..
             })
         ));
-        let other = VerifyPolicy::from_spec(VerifySpec {
-            provider: "gpg",
-            ..Default::default()
-        });
-        assert_eq!(other, Err(PolicyError::UnknownProvider("gpg".into())));
     }
 
     #[test]
     fn keyless_keeps_identities_and_root() {
         let pairs = ids(&[("^https://a$", "^x$"), ("b", "y")]);
         let policy = VerifyPolicy::from_spec(VerifySpec {
-            identities: &pairs,
+            identities: pairs,
             trusted_root_json: Some(b"{}".to_vec()),
             ..Default::default()
         })

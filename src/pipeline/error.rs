@@ -2,7 +2,6 @@
 //! reconciler can pick the condition reason and whether to retry.
 
 use crate::archive::ArchiveError;
-use crate::domain::ignore::IgnoreError;
 use crate::domain::layers::LayerError;
 use crate::domain::manifest::ManifestError;
 use crate::domain::reference::RefError;
@@ -108,9 +107,6 @@ pub enum PipelineError {
     /// Writing the artifact failed.
     #[error("failed to store artifact")]
     Storage(#[from] StoreError),
-    /// `spec.ignore` (or `--ignore`) does not parse.
-    #[error("invalid ignore rules")]
-    Ignore(#[from] IgnoreError),
     /// A worker thread failed unexpectedly.
     #[error("failed to run the unpacking worker: {0}")]
     Worker(String),
@@ -127,8 +123,6 @@ pub enum PipelineErrorKind {
     LayerOperation,
     /// Local disk failed.
     Storage,
-    /// The request itself is invalid (ignore rules): nothing helps until it changes.
-    Spec,
     /// The ref could not be read into a tag (Flux's `ReadOperationFailed`); retried.
     Read,
 }
@@ -179,7 +173,6 @@ impl PipelineError {
                 PipelineErrorKind::LayerOperation
             }
             Self::Storage(_) | Self::Worker(_) => PipelineErrorKind::Storage,
-            Self::Ignore(_) => PipelineErrorKind::Spec,
         }
     }
 }

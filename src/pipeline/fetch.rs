@@ -79,8 +79,8 @@ pub struct StoreRequest<'a> {
     pub manifest_digest: &'a Digest,
     /// Which layers, and extract or copy.
     pub selector: &'a LayerSelector,
-    /// `spec.ignore`; `None` means Flux's default exclusions.
-    pub ignore: Option<&'a str>,
+    /// Exclusions: `spec.ignore` over Flux's defaults, compiled at the door.
+    pub ignore: &'a IgnoreRules,
     /// Caps.
     pub limits: &'a Limits,
     /// The store.
@@ -104,10 +104,7 @@ pub async fn store_layers(
     match selection {
         Selection::Copy(layer) => copy_layer(registry.as_ref(), &req, &layer).await,
         Selection::Extract(layers) => {
-            let base = match req.ignore {
-                Some(text) => IgnoreRules::from_spec(text)?,
-                None => IgnoreRules::flux_default(),
-            };
+            let base = req.ignore;
             let mut rules = base.clone();
             // A `.sourceignore` met after the paths it excludes costs one more pass, with
             // every such file's rules known up front; a second request for it cannot happen.

@@ -1,5 +1,6 @@
-//! The artifact step: fetch the manifest, stream the selected layers into the store,
-//! describe the result as Flux's `Artifact`, and garbage-collect older artifacts.
+//! The artifact step, on a [`Verified`] source: fetch the manifest, stream the selected
+//! layers into the store, describe the result as Flux's `Artifact` ([`Stored`]), and
+//! garbage-collect older artifacts.
 //! The stored file is renamed into place only when complete; on any failure the last
 //! good artifact stays where it was.
 
@@ -9,17 +10,16 @@ use chrono::{DateTime, Utc};
 
 use crate::api::conditions::to_time;
 use crate::api::flux_ocirepository::OPTIONS_METADATA_KEY;
-use crate::api::ocirepository::LayerOperation as ApiOperation;
-use crate::api::{Artifact, Flavour, OciRepository, OciRepositoryStatus};
-use crate::domain::layers::{LayerOperation, LayerSelector};
+use crate::api::{Artifact, Flavour, OciRepositorySpec, OciRepositoryStatus};
+use crate::domain::desired::Desired;
 use crate::domain::manifest::Platform;
-use crate::domain::status::Origin;
+use crate::domain::status::{Origin, Verification};
 use crate::pipeline::{self, StoreRequest};
 use crate::ports::store::{in_kind_dir, object_dir_in, FLUX_OCI_KIND_DIR, OCI_KIND_DIR};
 
 use super::context::Context;
 use super::error::ReconcileError;
-use super::source::Source;
+use super::source::{Resolved, Verified};
 
 /// The store folder of the object's kind: Flux's kind has its own, so that objects of
 /// the two kinds with one name never share (or garbage-collect) each other's artifacts.
@@ -30,26 +30,16 @@ pub fn kind_dir(flavour: &Flavour) -> &'static str {
     }
 }
 
-/// The layer selector the spec asks for (Flux's first-match selection for Flux's kind,
-/// unless it opts in to merging every layer).
-pub fn layer_selector(obj: &OciRepository, flavour: &Flavour) -> LayerSelector {
-    let sel = obj.spec.layer_selector.clone().unwrap_or_default();
-    LayerSelector {
-        operation: match sel.effective_operation() {
-            ApiOperation::Extract => LayerOperation::Extract,
-            ApiOperation::Copy => LayerOperation::Copy,
-        },
-        media_type: sel.media_type.filter(|m| !m.is_empty()),
-        first_only: flavour.first_layer_only(),
-    }
-}
-
 /// True when the stored artifact was built with the settings that are not in the status
 /// schema of the kind: `observedPlatform` for ours, the opt-in note in the artifact's
 /// metadata for Flux's.
-fn same_extras(obj: &OciRepository, previous: &OciRepositoryStatus, flavour: &Flavour) -> bool {
+fn same_extras(
+    spec: &OciRepositorySpec,
+    previous: &OciRepositoryStatus,
+    flavour: &Flavour,
+) -> bool {
     match flavour {
-        Flavour::Ocisource => previous.observed_platform == obj.spec.platform,
+        Flavour::Ocisource => previous.observed_platform == spec.platform,
         Flavour::Flux(_) => {
             let recorded = previous
                 .artifact
@@ -73,24 +63,34 @@ pub enum Currency {
     Current,
 }
 
-/// Whether the stored artifact reflects this revision and these settings, and is in this
-/// store (an object taken over from Flux's source-controller names an artifact in that
-/// controller's store, which ocisource rebuilds in its own).
-pub fn currency(
-    obj: &OciRepository,
+/// True when the stored artifact (if any) was built with the settings `spec` asks for
+/// now, as the status records them (`observedIgnore`, `observedLayerSelector`, and the
+/// kind's extras): read once, at the door.
+pub fn same_settings(
+    spec: &OciRepositorySpec,
     previous: &OciRepositoryStatus,
-    source: &Source,
+    flavour: &Flavour,
+) -> bool {
+    previous.observed_ignore == spec.ignore
+        && previous.observed_layer_selector == spec.layer_selector
+        && same_extras(spec, previous, flavour)
+}
+
+/// Whether the stored artifact reflects this revision and the same settings
+/// ([`same_settings`]), and is in this store (an object taken over from Flux's
+/// source-controller names an artifact in that controller's store, which ocisource
+/// rebuilds in its own).
+pub fn currency(
+    previous: &OciRepositoryStatus,
+    source: &Resolved,
+    same_settings: bool,
     ctx: &Context,
     flavour: &Flavour,
 ) -> Currency {
     let Some(artifact) = &previous.artifact else {
         return Currency::Outdated;
     };
-    let same = artifact.revision == source.resolved.revision
-        && previous.observed_ignore == obj.spec.ignore
-        && previous.observed_layer_selector == obj.spec.layer_selector
-        && same_extras(obj, previous, flavour);
-    if !same {
+    if artifact.revision != source.target.revision || !same_settings {
         Currency::Outdated
     } else if in_kind_dir(kind_dir(flavour), &artifact.path) && ctx.storage.exists(&artifact.path) {
         Currency::Current
@@ -137,40 +137,50 @@ pub fn origin(artifact: &Artifact) -> Option<Origin> {
     })
 }
 
-/// Pulls and stores a new artifact.
+/// The artifact step's result.
+#[derive(Debug)]
+pub struct Stored {
+    /// The artifact now served (new, or the current one kept).
+    pub artifact: Artifact,
+    /// The verification outcome it was accepted under.
+    pub verification: Verification,
+    /// True when a new artifact was stored (not just confirmed unchanged).
+    pub pulled: bool,
+}
+
+/// Pulls and stores a new artifact of the verified source, as `desired` asks.
 pub async fn store(
-    obj: &OciRepository,
+    desired: &Desired,
     flavour: &Flavour,
     (namespace, name): (&str, &str),
-    source: &Source,
+    verified: &Verified,
     ctx: &Context,
     now: DateTime<Utc>,
 ) -> Result<Artifact, ReconcileError> {
-    let platform_text = obj
-        .spec
-        .platform
-        .clone()
-        .unwrap_or_else(|| ctx.settings.default_platform.clone());
-    let platform = Platform::parse(&platform_text)
-        .map_err(|e| crate::api::validate::InvalidSpec::platform(e.to_string()))?;
+    let source = &verified.source;
+    let platform = match &desired.platform {
+        Some(p) => p.clone(),
+        None => Platform::parse(&ctx.settings.default_platform)
+            .map_err(|e| crate::api::validate::InvalidSpec::platform(e.to_string()))?,
+    };
     let (manifest, manifest_digest) = pipeline::fetch_manifest(
         source.registry.as_ref(),
         &source.url,
-        &source.resolved.digest,
+        &source.target.digest,
         &platform,
     )
     .await?;
     let dir = object_dir_in(kind_dir(flavour), namespace, name)?;
-    let path = format!("{dir}/{}.tar.gz", source.resolved.digest.hex());
-    let selector = layer_selector(obj, flavour);
+    let path = format!("{dir}/{}.tar.gz", source.target.digest.hex());
+    let selector = &desired.layers;
     let stored = pipeline::store_layers(
         source.registry.clone(),
         StoreRequest {
             url: &source.url,
             manifest: &manifest,
             manifest_digest: &manifest_digest,
-            selector: &selector,
-            ignore: obj.spec.ignore.as_deref(),
+            selector,
+            ignore: &desired.ignore,
             limits: &ctx.settings.limits,
             storage: ctx.storage.as_ref(),
             path: &path,
@@ -202,7 +212,7 @@ pub async fn store(
     Ok(Artifact {
         url: url_of(&stored.path, ctx),
         path: stored.path,
-        revision: source.resolved.revision.clone(),
+        revision: source.target.revision.clone(),
         digest: stored.digest.to_string(),
         last_update_time: to_time(now),
         size: i64::try_from(stored.size).ok(),

@@ -7,24 +7,24 @@
 //! field and how to turn the gate on.
 
 use crate::api::validate::{FieldError, InvalidSpec};
-use crate::api::OciRepository;
 use crate::domain::cloud_hosts;
+use crate::domain::desired::Access;
 use crate::domain::reference::RepositoryUrl;
 use crate::ports::{CloudIdentity, CloudLoginError, CloudLoginRequest, RegistryOptions};
 
 use super::context::Context;
 use super::error::ReconcileError;
 
-/// Sets `options.credentials` from the cloud identity when `spec.provider` asks for it and
-/// no Secret gave a login.
+/// Sets `options.credentials` from the cloud identity when `spec.provider` (in `access`)
+/// asks for it and no Secret gave a login.
 pub async fn login(
-    obj: &OciRepository,
+    access: &Access,
     namespace: &str,
     url: &RepositoryUrl,
     ctx: &Context,
     options: &mut RegistryOptions,
 ) -> Result<(), ReconcileError> {
-    let Some(provider) = obj.spec.provider.cloud() else {
+    let Some(provider) = access.cloud else {
         return Ok(());
     };
     if options.credentials.is_some() {
@@ -34,7 +34,7 @@ pub async fn login(
         .cloud
         .as_ref()
         .is_some_and(|c| c.object_level_identity());
-    let identity = match &obj.spec.service_account_name {
+    let identity = match &access.service_account {
         None => CloudIdentity::Controller,
         Some(sa) if enabled => CloudIdentity::ServiceAccount {
             namespace: namespace.to_string(),

@@ -10,7 +10,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::api::OciRepository;
+use std::time::Duration;
+
+use crate::domain::desired::{Access, VerifyRequest};
 use crate::domain::docker_config::DockerConfig;
 use crate::domain::secret::{Credentials, Redacted};
 use crate::domain::verification::{VerifyPolicy, VerifySpec};
@@ -94,25 +96,26 @@ fn docker_credentials(
     })
 }
 
-/// Registry options for `obj` and registry `host`, from the spec and its Secrets.
+/// Registry options for registry `host` from the spec's `access` and its Secrets, with
+/// `timeout` (`spec.timeout`) per registry request.
 pub async fn registry_options(
-    obj: &OciRepository,
+    access: &Access,
+    timeout: Duration,
     namespace: &str,
     host: &str,
     secrets: &dyn Secrets,
 ) -> Result<RegistryOptions, ReconcileError> {
-    let spec = &obj.spec;
     let mut options = RegistryOptions {
-        insecure: spec.insecure,
-        timeout: spec.timeout_duration(),
+        insecure: access.insecure,
+        timeout: Some(timeout),
         ..RegistryOptions::default()
     };
-    if let Some(r) = &spec.secret_ref {
-        let data = read(secrets, namespace, &r.name, "spec.secretRef").await?;
-        options.credentials = docker_credentials(&data, &r.name, "spec.secretRef", host)?;
+    if let Some(name) = &access.secret {
+        let data = read(secrets, namespace, name, "spec.secretRef").await?;
+        options.credentials = docker_credentials(&data, name, "spec.secretRef", host)?;
     }
     if options.credentials.is_none() {
-        if let Some(sa) = &spec.service_account_name {
+        if let Some(sa) = &access.service_account {
             let names = secrets
                 .image_pull_secrets(namespace, sa)
                 .await
@@ -130,8 +133,8 @@ pub async fn registry_options(
             }
         }
     }
-    if let Some(r) = &spec.cert_secret_ref {
-        let data = read(secrets, namespace, &r.name, "spec.certSecretRef").await?;
+    if let Some(name) = &access.cert_secret {
+        let data = read(secrets, namespace, name, "spec.certSecretRef").await?;
         options.ca_pem = value(&data, "ca.crt").map(<[u8]>::to_vec);
         options.client_identity = match (value(&data, "tls.crt"), value(&data, "tls.key")) {
             (Some(cert), Some(key)) => Some(ClientIdentity {
@@ -142,7 +145,7 @@ pub async fn registry_options(
             _ => {
                 return Err(ReconcileError::SecretContent {
                     field: "spec.certSecretRef",
-                    secret: r.name.clone(),
+                    secret: name.clone(),
                     problem: "'tls.crt' and 'tls.key' must be set together".into(),
                 })
             }
@@ -150,16 +153,16 @@ pub async fn registry_options(
         if options.ca_pem.is_none() && options.client_identity.is_none() {
             return Err(ReconcileError::SecretContent {
                 field: "spec.certSecretRef",
-                secret: r.name.clone(),
+                secret: name.clone(),
                 problem: "neither 'ca.crt' nor 'tls.crt'/'tls.key' is set".into(),
             });
         }
     }
-    if let Some(r) = &spec.proxy_secret_ref {
-        let data = read(secrets, namespace, &r.name, "spec.proxySecretRef").await?;
+    if let Some(name) = &access.proxy_secret {
+        let data = read(secrets, namespace, name, "spec.proxySecretRef").await?;
         let address = text(&data, "address").ok_or_else(|| ReconcileError::SecretContent {
             field: "spec.proxySecretRef",
-            secret: r.name.clone(),
+            secret: name.clone(),
             problem: "'address' is required, e.g. http://proxy.example.com:3128".into(),
         })?;
         let credentials = text(&data, "username").map(|username| Credentials {
@@ -174,20 +177,21 @@ pub async fn registry_options(
     Ok(options)
 }
 
-/// The verification policy of `spec.verify`, or `None` when it is not set.
+/// The verification policy of `spec.verify` (`verify`), with its Secrets read, or `None`
+/// when it is not set.
 pub async fn verify_policy(
-    obj: &OciRepository,
+    verify: Option<&VerifyRequest>,
     namespace: &str,
     secrets: &dyn Secrets,
 ) -> Result<Option<VerifyPolicy>, ReconcileError> {
-    let Some(verify) = &obj.spec.verify else {
+    let Some(verify) = verify else {
         return Ok(None);
     };
-    let keys: Option<(String, BTreeMap<String, Vec<u8>>)> = match &verify.secret_ref {
-        Some(r) => {
-            let data = read(secrets, namespace, &r.name, "spec.verify.secretRef").await?;
+    let keys: Option<(&str, BTreeMap<String, Vec<u8>>)> = match &verify.secret {
+        Some(name) => {
+            let data = read(secrets, namespace, name, "spec.verify.secretRef").await?;
             Some((
-                r.name.clone(),
+                name.as_str(),
                 data.into_iter()
                     .map(|(k, v)| (k, v.expose().clone()))
                     .collect(),
@@ -195,40 +199,24 @@ pub async fn verify_policy(
         }
         None => None,
     };
-    let trusted_root_json = match &verify.trusted_root_secret_ref {
-        Some(r) => {
-            let data = read(
-                secrets,
-                namespace,
-                &r.name,
-                "spec.verify.trustedRootSecretRef",
-            )
-            .await?;
+    let trusted_root_json = match &verify.trusted_root_secret {
+        Some(name) => {
+            let data = read(secrets, namespace, name, "spec.verify.trustedRootSecretRef").await?;
             Some(
                 value(&data, "trusted_root.json")
                     .map(<[u8]>::to_vec)
                     .ok_or_else(|| ReconcileError::SecretContent {
                         field: "spec.verify.trustedRootSecretRef",
-                        secret: r.name.clone(),
+                        secret: name.clone(),
                         problem: "no 'trusted_root.json' key".into(),
                     })?,
             )
         }
         None => None,
     };
-    let identities: Vec<(String, String)> = verify
-        .match_oidc_identity
-        .iter()
-        .map(|m| (m.issuer.clone(), m.subject.clone()))
-        .collect();
-    let provider = match verify.provider {
-        crate::api::ocirepository::VerificationProvider::Cosign => "cosign",
-        crate::api::ocirepository::VerificationProvider::Notation => "notation",
-    };
     VerifyPolicy::from_spec(VerifySpec {
-        provider,
-        secret: keys.as_ref().map(|(n, d)| (n.as_str(), d)),
-        identities: &identities,
+        secret: keys.as_ref().map(|(n, d)| (*n, d)),
+        identities: verify.identities.clone(),
         trusted_root_json,
     })
     .map(Some)

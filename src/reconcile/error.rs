@@ -83,7 +83,6 @@ impl ReconcileError {
                     (Fetch, reason::OCI_ARTIFACT_LAYER_OPERATION_FAILED, Retry)
                 }
                 PipelineErrorKind::Storage => (Storage, reason::STORAGE_OPERATION_FAILED, Retry),
-                PipelineErrorKind::Spec => (Fetch, reason::INVALID_SPEC, Stalled),
                 PipelineErrorKind::Read => (Fetch, reason::READ_OPERATION_FAILED, Retry),
             },
             Self::VerifyPolicy(_) => (Verify, reason::VERIFICATION_ERROR, Stalled),

@@ -22,7 +22,9 @@ use kube::ResourceExt;
 
 use crate::api::conditions::{all_to_k8s, from_k8s};
 use crate::api::ocirepository::RECONCILE_REQUESTED_AT;
-use crate::api::{Artifact, Flavour, OciRepository, OciRepositoryStatus};
+use crate::api::validate;
+use crate::api::{Flavour, OciRepository, OciRepositoryStatus};
+use crate::domain::desired::Desired;
 use crate::domain::requeue;
 use crate::domain::status::{self, Disposition, Event, Failure, Outcome, Verification};
 
@@ -30,6 +32,7 @@ pub use context::{Context, Settings};
 pub use error::ReconcileError;
 pub use progress::{Progress, Silent};
 
+use artifact::Stored;
 use progress::Announcer;
 
 /// When to reconcile again.
@@ -66,12 +69,6 @@ impl Report {
     }
 }
 
-struct Success {
-    artifact: Artifact,
-    verification: Verification,
-    pulled: bool,
-}
-
 /// A failed step, with what was learnt before it failed.
 struct StepFailure {
     error: ReconcileError,
@@ -98,65 +95,69 @@ fn jitter_seed(key: &str, now: DateTime<Utc>) -> u64 {
     h.finish()
 }
 
-/// The object of one reconcile: as the reconciler reads it, whose defaults apply, and
-/// its namespace and name.
+/// The object of one reconcile, validated at the door: what its spec asks for, whose
+/// defaults apply, its namespace, name and generation, and whether the stored artifact
+/// was built with the settings the spec asks for now.
 struct Subject<'a> {
-    obj: &'a OciRepository,
+    desired: &'a Desired,
     flavour: &'a Flavour,
     namespace: &'a str,
     name: &'a str,
+    generation: i64,
+    same_settings: bool,
 }
 
+/// The steps, each taking the previous one's typed result: resolve → (current? keep) →
+/// verify → store.
 async fn steps(
     subject: &Subject<'_>,
     previous: &OciRepositoryStatus,
     ctx: &Context,
     now: DateTime<Utc>,
     announcer: &mut Announcer<'_>,
-) -> Result<Success, StepFailure> {
-    let Subject {
-        obj,
-        flavour,
-        namespace,
-        name,
-    } = *subject;
-    let src = source::resolve(obj, flavour, namespace, ctx)
+) -> Result<Stored, StepFailure> {
+    let desired = subject.desired;
+    let flavour = subject.flavour;
+    let resolved = source::resolve(desired, subject.namespace, ctx)
         .await
         .map_err(StepFailure::new)?;
-    let revision = Some(src.resolved.revision.clone());
-    let currency = artifact::currency(obj, previous, &src, ctx, flavour);
+    let revision = resolved.target.revision.clone();
+    let currency = artifact::currency(previous, &resolved, subject.same_settings, ctx, flavour);
     if currency == artifact::Currency::Outdated {
-        announcer.building(&src.url, &src.resolved.revision).await;
+        announcer.building(&resolved.url, &revision).await;
     }
-    let verdict = source::verify(&src, obj, previous, ctx)
+    let verified = source::verify(resolved, subject.generation, previous, ctx)
         .await
         .map_err(|e| StepFailure {
-            revision: revision.clone(),
+            revision: Some(revision.clone()),
             ..StepFailure::new(e)
         })?;
-    let verification = match verdict {
-        Some(message) => Verification::Verified { message },
-        None => Verification::NotConfigured,
-    };
     if currency == artifact::Currency::Current {
         if let Some(a) = &previous.artifact {
-            return Ok(Success {
+            return Ok(Stored {
                 artifact: artifact::with_current_host(a, ctx),
-                verification,
+                verification: verified.verification,
                 pulled: false,
             });
         }
     }
-    let artifact = artifact::store(obj, flavour, (namespace, name), &src, ctx, now)
-        .await
-        .map_err(|e| StepFailure {
-            error: e,
-            revision,
-            verification: Some(verification.clone()),
-        })?;
-    Ok(Success {
-        artifact,
-        verification,
+    let stored = artifact::store(
+        desired,
+        flavour,
+        (subject.namespace, subject.name),
+        &verified,
+        ctx,
+        now,
+    )
+    .await
+    .map_err(|e| StepFailure {
+        error: e,
+        revision: Some(revision),
+        verification: Some(verified.verification.clone()),
+    })?;
+    Ok(Stored {
+        artifact: stored,
+        verification: verified.verification,
         pulled: true,
     })
 }
@@ -204,10 +205,6 @@ pub async fn reconcile_as(
     let key = format!("{namespace}/{name}");
     let previous = obj.status.clone().unwrap_or_default();
     let generation = obj.metadata.generation.unwrap_or(0);
-    let interval = obj
-        .spec
-        .interval_duration()
-        .unwrap_or(Duration::from_secs(600));
 
     if obj.spec.suspend {
         let status = OciRepositoryStatus {
@@ -223,10 +220,8 @@ pub async fn reconcile_as(
         };
     }
 
-    let timeout = obj
-        .spec
-        .timeout_duration()
-        .unwrap_or(Duration::from_secs(60));
+    // The door: the spec is validated once, into the typed value every step takes.
+    let desired = validate::desired(&obj.spec, flavour);
     let started = std::time::Instant::now();
     let previous_conditions = from_k8s(&previous.conditions);
     let requested = obj
@@ -242,16 +237,23 @@ pub async fn reconcile_as(
         now,
     )
     .await;
-    let subject = Subject {
-        obj,
-        flavour,
-        namespace: &namespace,
-        name: &name,
-    };
-    let work = steps(&subject, &previous, ctx, now, &mut announcer);
-    let result = match tokio::time::timeout(timeout, work).await {
-        Ok(r) => r,
-        Err(_) => Err(StepFailure::new(ReconcileError::Timeout(timeout))),
+    let result = match &desired {
+        Err(invalid) => Err(StepFailure::new(invalid.clone())),
+        Ok(desired) => {
+            let subject = Subject {
+                desired,
+                flavour,
+                namespace: &namespace,
+                name: &name,
+                generation,
+                same_settings: artifact::same_settings(&obj.spec, &previous, flavour),
+            };
+            let work = steps(&subject, &previous, ctx, now, &mut announcer);
+            match tokio::time::timeout(desired.timeout, work).await {
+                Ok(r) => r,
+                Err(_) => Err(StepFailure::new(ReconcileError::Timeout(desired.timeout))),
+            }
+        }
     };
 
     let (outcome, success, error) = match result {
@@ -318,6 +320,10 @@ pub async fn reconcile_as(
         };
     }
 
+    // Only a valid spec succeeds or retries: an invalid one stalls.
+    let interval = desired
+        .as_ref()
+        .map_or(Duration::from_secs(600), |d| d.interval);
     let requeue = match &error {
         None => {
             ctx.succeeded(&key);

@@ -1,18 +1,20 @@
-//! The source step: validate the spec, build the registry session from its Secrets (or
-//! the cloud identity, `spec.provider`), resolve the ref (one HEAD for a tag), and decide
-//! whether the stored artifact is still current, in which case nothing else is fetched.
-//! Then verify the signature, before any layer is downloaded; the verdict is cached per
-//! digest and policy.
+//! The source steps, on the spec validated at the door (`domain::desired::Desired`):
+//! build the registry session from its Secrets (or the cloud identity, `spec.provider`)
+//! and resolve the ref (one HEAD for a tag) into [`Resolved`]; then verify the signature,
+//! before any layer is downloaded, into [`Verified`], which the artifact step requires.
+//! The verdict is cached per digest and policy.
 
 use std::sync::Arc;
 
 use sha2::{Digest as _, Sha256};
 
 use crate::api::conditions::SOURCE_VERIFIED;
-use crate::api::{Flavour, OciRepository, OciRepositoryStatus};
-use crate::domain::reference::{RefSpec, RepositoryUrl};
+use crate::api::OciRepositoryStatus;
+use crate::domain::desired::Desired;
+use crate::domain::reference::RepositoryUrl;
+use crate::domain::status::Verification;
 use crate::domain::verification::VerifyPolicy;
-use crate::pipeline::{self, Resolved};
+use crate::pipeline::{self, Resolved as Target};
 use crate::ports::Registry;
 
 use super::cloud;
@@ -20,56 +22,56 @@ use super::context::Context;
 use super::credentials;
 use super::error::ReconcileError;
 
-/// The source as resolved for this reconcile.
-pub struct Source {
+/// The source as resolved for this reconcile: the first step's result.
+pub struct Resolved {
     /// Repository.
     pub url: RepositoryUrl,
     /// Registry session.
     pub registry: Arc<dyn Registry>,
-    /// Resolved ref.
-    pub resolved: Resolved,
+    /// What the ref resolved to (revision and manifest digest).
+    pub target: Target,
     /// Verification policy, when `spec.verify` is set.
     pub policy: Option<VerifyPolicy>,
 }
 
-/// Validates, connects and resolves.
+/// A resolved source whose signature was checked as `spec.verify` asks (or which has no
+/// `spec.verify`): the second step's result, the only way to the artifact step.
+pub struct Verified {
+    /// The source.
+    pub source: Resolved,
+    /// The verification outcome, for SourceVerified.
+    pub verification: Verification,
+}
+
+/// Builds the registry session from the Secrets (or the cloud identity) the validated
+/// spec names, and resolves the ref (one HEAD for a tag).
 pub async fn resolve(
-    obj: &OciRepository,
-    flavour: &Flavour,
+    desired: &Desired,
     namespace: &str,
     ctx: &Context,
-) -> Result<Source, ReconcileError> {
-    obj.validate()?;
-    flavour.check()?;
-    let spec = &obj.spec;
-    let url = RepositoryUrl::parse(&spec.url)
-        .map_err(|e| crate::api::validate::InvalidSpec::url(e.to_string()))?;
-    let r = spec.reference.clone().unwrap_or_default();
-    let reference = RefSpec::from_fields(
-        r.tag.as_deref(),
-        r.semver.as_deref(),
-        r.semver_filter.as_deref(),
-        r.digest.as_deref(),
+) -> Result<Resolved, ReconcileError> {
+    let url = &desired.url;
+    let mut options = credentials::registry_options(
+        &desired.access,
+        desired.timeout,
+        namespace,
+        &url.host,
+        ctx.secrets.as_ref(),
     )
-    .map_err(|e| crate::api::validate::InvalidSpec::reference(e.to_string()))?
-    .with_layer_media_type(
-        spec.layer_selector
-            .as_ref()
-            .and_then(|s| s.media_type.as_deref()),
-    );
-    let mut options =
-        credentials::registry_options(obj, namespace, &url.host, ctx.secrets.as_ref()).await?;
-    cloud::login(obj, namespace, &url, ctx, &mut options).await?;
+    .await?;
+    cloud::login(&desired.access, namespace, url, ctx, &mut options).await?;
     let registry = ctx
         .connector
         .connect(&url.host, &url.repository, &options)
         .map_err(ReconcileError::Client)?;
-    let resolved = pipeline::resolve(registry.as_ref(), &url, &reference).await?;
-    let policy = credentials::verify_policy(obj, namespace, ctx.secrets.as_ref()).await?;
-    Ok(Source {
-        url,
+    let target = pipeline::resolve(registry.as_ref(), url, &desired.reference).await?;
+    let policy =
+        credentials::verify_policy(desired.verify.as_ref(), namespace, ctx.secrets.as_ref())
+            .await?;
+    Ok(Resolved {
+        url: url.clone(),
         registry,
-        resolved,
+        target,
         policy,
     })
 }
@@ -88,20 +90,20 @@ fn policy_suffix(policy: &VerifyPolicy) -> String {
 }
 
 /// The key a verdict is cached under: the digest and a fingerprint of the policy.
-pub fn verdict_key(source: &Source) -> Option<String> {
+pub fn verdict_key(source: &Resolved) -> Option<String> {
     let policy = source.policy.as_ref()?;
     Some(format!(
         "{}|{}",
-        source.resolved.digest,
+        source.target.digest,
         policy_fingerprint(policy)
     ))
 }
 
 /// The verification message, if the signature is already known to be good: cached in
-/// this process, or recorded in the status for this generation, revision and policy.
+/// this process, or recorded in the status for this `generation`, revision and policy.
 pub fn known_verdict(
-    source: &Source,
-    obj: &OciRepository,
+    source: &Resolved,
+    generation: i64,
     previous: &OciRepositoryStatus,
     ctx: &Context,
 ) -> Option<String> {
@@ -112,8 +114,7 @@ pub fn known_verdict(
     let same_revision = previous
         .artifact
         .as_ref()
-        .is_some_and(|a| a.revision == source.resolved.revision);
-    let generation = obj.metadata.generation.unwrap_or(0);
+        .is_some_and(|a| a.revision == source.target.revision);
     let suffix = policy_suffix(source.policy.as_ref()?);
     previous
         .conditions
@@ -128,37 +129,46 @@ pub fn known_verdict(
         .map(|c| c.message.clone())
 }
 
-/// Verifies the signature (unless already known good) and returns the SourceVerified message.
+/// Verifies the signature (unless already known good), before any layer is fetched.
 pub async fn verify(
-    source: &Source,
-    obj: &OciRepository,
+    source: Resolved,
+    generation: i64,
     previous: &OciRepositoryStatus,
     ctx: &Context,
-) -> Result<Option<String>, ReconcileError> {
+) -> Result<Verified, ReconcileError> {
     let Some(policy) = &source.policy else {
-        return Ok(None);
+        return Ok(Verified {
+            source,
+            verification: Verification::NotConfigured,
+        });
     };
-    if let Some(message) = known_verdict(source, obj, previous, ctx) {
-        return Ok(Some(message));
-    }
-    let verified = ctx
-        .verifier
-        .verify(
-            source.registry.as_ref(),
-            &source.url.to_string(),
-            &source.resolved.digest,
-            policy,
-        )
-        .await?;
-    let message = format!(
-        "verified signature of revision '{}' ({}, {}){}",
-        source.resolved.revision,
-        verified.method,
-        verified.identity,
-        policy_suffix(policy)
-    );
-    if let Some(key) = verdict_key(source) {
-        ctx.remember_verified(key, message.clone());
-    }
-    Ok(Some(message))
+    let message = match known_verdict(&source, generation, previous, ctx) {
+        Some(message) => message,
+        None => {
+            let verified = ctx
+                .verifier
+                .verify(
+                    source.registry.as_ref(),
+                    &source.url.to_string(),
+                    &source.target.digest,
+                    policy,
+                )
+                .await?;
+            let message = format!(
+                "verified signature of revision '{}' ({}, {}){}",
+                source.target.revision,
+                verified.method,
+                verified.identity,
+                policy_suffix(policy)
+            );
+            if let Some(key) = verdict_key(&source) {
+                ctx.remember_verified(key, message.clone());
+            }
+            message
+        }
+    };
+    Ok(Verified {
+        source,
+        verification: Verification::Verified { message },
+    })
 }
