@@ -15,9 +15,10 @@ ensure_venv
 export PATH="$VENV/bin:$PATH"
 
 # The Go builds (first run only) overlap the Rust build; both are needed before the tests
-# (build-all: also Flux's source-controller and the flux CLI, for the drop-in tests).
+# (build-all: also Flux's source-controller and the flux CLI, for the drop-in tests; and a
+# registry serving the referrers API, hack/referrers-registry.sh, for tests/e2e_referrers.rs).
 log "control plane and Flux controllers: build or reuse (log: $WORK/cluster-build.log)"
-nice -n 10 hack/cluster.sh build-all >"$WORK/cluster-build.log" 2>&1 &
+{ nice -n 10 hack/cluster.sh build-all && nice -n 10 hack/referrers-registry.sh build; } >"$WORK/cluster-build.log" 2>&1 &
 cluster_build=$!
 log "cargo build (tests and binary)"
 cargo build --all-targets --quiet

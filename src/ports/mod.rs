@@ -30,7 +30,7 @@ pub use cloud::{
 };
 pub use metrics::ReconcileMetrics;
 pub use registry::{
-    Audience, BlobStream, ClientIdentity, FetchedManifest, ProxySettings, Registry,
+    Audience, BlobStream, ClientIdentity, FetchedManifest, ProxySettings, Referrers, Registry,
     RegistryConnector, RegistryError, RegistryErrorKind, RegistryOptions,
 };
 pub use secrets::{SecretData, Secrets, SecretsError};

@@ -1,7 +1,8 @@
 //! The registry port: one repository on one registry ([`Registry`]), how sessions are
-//! opened ([`RegistryConnector`]), their transport settings, and the failure kinds the
-//! reconciler maps to condition reasons. The `registry` adapter implements it over HTTP;
-//! tests substitute their own. Names no adapter; imports only `domain`.
+//! opened ([`RegistryConnector`]), their transport settings, what the referrers API
+//! answered ([`Referrers`]), and the failure kinds the reconciler maps to condition
+//! reasons. The `registry` adapter implements it over HTTP; tests substitute their own.
+//! Names no adapter; imports only `domain`.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -173,6 +174,17 @@ impl RegistryError {
     }
 }
 
+/// What the referrers API (OCI distribution v1.1) answered for one digest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Referrers {
+    /// The registry serves the API: the manifests whose `subject` is the digest, as index
+    /// descriptors (only those of the asked artifact type, when one was asked).
+    Listed(Vec<Descriptor>),
+    /// The registry does not serve the API (404, or an answer that is not an image
+    /// index): the referrers tag schema (`sha256-<hex>` tag) is where to look instead.
+    Unsupported,
+}
+
 /// One repository on one registry, with its transport settings already applied.
 #[async_trait]
 pub trait Registry: Send + Sync {
@@ -186,6 +198,14 @@ pub trait Registry: Send + Sync {
     async fn blob(&self, descriptor: &Descriptor) -> Result<BlobStream, RegistryError>;
     /// A small blob read whole (config, signature payload, bundle), capped at `max` bytes.
     async fn blob_bytes(&self, descriptor: &Descriptor, max: u64) -> Result<Bytes, RegistryError>;
+    /// `GET /v2/<repo>/referrers/<digest>`, every page of it (bounded); with
+    /// `artifact_type`, only referrers of that type, filtered by the client when the
+    /// registry does not apply the filter (no `OCI-Filters-Applied: artifactType`).
+    async fn referrers(
+        &self,
+        digest: &Digest,
+        artifact_type: Option<&str>,
+    ) -> Result<Referrers, RegistryError>;
 }
 
 /// Opens [`Registry`] sessions; the reconciler holds one of these.

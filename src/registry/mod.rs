@@ -14,7 +14,8 @@
 //! resolver, with typed failures), `failure` (why a request got no answer, from the
 //! error's types), `insecure`
 //! (Flux's `insecure`, plain-HTTP fallback), `blob` (checked, resuming streams), `tags`
-//! and `tag_page` (bounded pagination), `push` (uploads), `docker_config` (docker config
+//! and `tag_page` (bounded pagination), `referrers` (the OCI v1.1 referrers API, bounded
+//! pages, client-side `artifactType` filter), `push` (uploads), `docker_config` (docker config
 //! JSON, and legacy `.dockercfg`, as data) and `credential_helper` (the CLI user's own
 //! config, whose helpers may run). This module must not import `reconcile`, `verify` or
 //! `storage`.
@@ -31,6 +32,7 @@ pub mod insecure;
 pub mod manifest;
 pub mod origin;
 pub mod push;
+pub mod referrers;
 pub mod retry;
 mod tag_page;
 pub mod tags;
@@ -49,7 +51,8 @@ pub use retry::RetryPolicy;
 use crate::domain::digest::Digest;
 use crate::domain::manifest::Descriptor;
 use crate::ports::{
-    BlobStream, FetchedManifest, Registry, RegistryConnector, RegistryError, RegistryOptions,
+    BlobStream, FetchedManifest, Referrers, Registry, RegistryConnector, RegistryError,
+    RegistryOptions,
 };
 
 /// Opens [`RegistryClient`] sessions; all sessions share one request counter.
@@ -149,5 +152,13 @@ impl Registry for RegistryClient {
 
     async fn blob_bytes(&self, descriptor: &Descriptor, max: u64) -> Result<Bytes, RegistryError> {
         self.blob_whole(descriptor, max).await
+    }
+
+    async fn referrers(
+        &self,
+        digest: &Digest,
+        artifact_type: Option<&str>,
+    ) -> Result<Referrers, RegistryError> {
+        self.list_referrers(digest, artifact_type).await
     }
 }

@@ -188,27 +188,35 @@ impl RegistryClient {
                     format!("the page {url_s} holds no valid tag but links to another; {ADVICE}"),
                 ));
             }
-            let resolved = url.join(&target).map_err(|_| {
-                self.list_error(
-                    RegistryErrorKind::Protocol,
-                    format!("the page {url_s} has an invalid Link '{target}'"),
-                )
-            })?;
-            // The page as it was really fetched (plain HTTP after Flux's fallback).
-            let spoken = reqwest::Url::parse(&self.url_as_spoken(url.as_str()))
-                .unwrap_or_else(|_| url.clone());
-            check_target(&spoken, &resolved).map_err(|e| {
-                self.list_error(
-                    RegistryErrorKind::Protocol,
-                    format!("refused to follow the Link of {url_s}: {e}"),
-                )
-            })?;
-            if !self.is_registry_origin(&resolved) {
-                tracing::debug!(link = %resolved, "tag page on another origin; fetching it without credentials");
-            }
+            let resolved = self
+                .follow_link(&url, &target)
+                .map_err(|detail| self.list_error(RegistryErrorKind::Protocol, detail))?;
             next = Some(resolved);
         }
         Ok(())
+    }
+
+    /// The page a `Link` target of page `url` names, resolved against it; refused (with
+    /// the reason) when invalid, not http(s), or a step down from https to http. A page
+    /// on another origin is fetched without credentials (`send`). Shared by the tag
+    /// listing and the referrers listing.
+    pub(super) fn follow_link(
+        &self,
+        url: &reqwest::Url,
+        target: &str,
+    ) -> Result<reqwest::Url, String> {
+        let resolved = url
+            .join(target)
+            .map_err(|_| format!("the page {url} has an invalid Link '{target}'"))?;
+        // The page as it was really fetched (plain HTTP after Flux's fallback).
+        let spoken =
+            reqwest::Url::parse(&self.url_as_spoken(url.as_str())).unwrap_or_else(|_| url.clone());
+        check_target(&spoken, &resolved)
+            .map_err(|e| format!("refused to follow the Link of {url}: {e}"))?;
+        if !self.is_registry_origin(&resolved) {
+            tracing::debug!(link = %resolved, "page on another origin; fetching it without credentials");
+        }
+        Ok(resolved)
     }
 }
 

@@ -1,12 +1,14 @@
 //! Finding candidate signatures of a digest through `ports::Registry`: the cosign v2
-//! `sha256-<hex>.sig` manifest's layers, and the cosign v3 referrers fallback tag
-//! `sha256-<hex>` (an index of referrer manifests whose layer is a Sigstore bundle).
-//! A missing tag means "no signature of that kind"; other registry errors abort. Blobs
-//! are size-capped and their digests re-checked. No verification happens here.
+//! `sha256-<hex>.sig` manifest's layers, and cosign v3 referrer manifests whose layer is
+//! a Sigstore bundle, listed by the referrers API (OCI distribution v1.1) or, only when
+//! the registry does not serve that API, by the referrers tag schema `sha256-<hex>` (an
+//! index of the same referrer manifests). A missing tag means "no signature of that
+//! kind"; other registry errors abort. At most [`MAX_CANDIDATES`] referrers are read;
+//! blobs are size-capped and their digests re-checked. No verification happens here.
 
 use crate::domain::digest::Digest;
 use crate::domain::manifest::{Descriptor, ImageManifest, Manifest};
-use crate::ports::{Registry, RegistryError, RegistryErrorKind};
+use crate::ports::{Referrers, Registry, RegistryError, RegistryErrorKind};
 
 use super::cosign_v2::{SignatureLayer, ANN_SIGNATURE, SIMPLESIGNING_MEDIA_TYPE};
 use super::cosign_v3::BUNDLE_MEDIA_TYPE_PREFIX;
@@ -16,6 +18,9 @@ use super::Rejection;
 pub const MAX_SIGNATURE_BLOB: u64 = 1024 * 1024;
 /// Most signature layers or referrers looked at per digest.
 pub const MAX_CANDIDATES: usize = 32;
+/// The artifact type of cosign v3's bundle referrers (its manifest's `artifactType`);
+/// the referrers API is asked for this type only.
+pub const COSIGN_BUNDLE_ARTIFACT_TYPE: &str = "application/vnd.dev.sigstore.bundle.v0.3+json";
 
 /// A signature found in the registry, ready to check.
 #[derive(Clone, Debug)]
@@ -124,32 +129,58 @@ pub async fn v2_candidates(
     Ok(out)
 }
 
-/// The bundles referenced from the `sha256-<hex>` referrers fallback tag.
+/// The referrer manifests among `entries` (index descriptors) that may hold a bundle:
+/// those without an artifact type or with a Sigstore bundle one, at most
+/// [`MAX_CANDIDATES`], each fetched by digest (a missing one is skipped).
+async fn bundle_referrers(
+    registry: &dyn Registry,
+    entries: &[Descriptor],
+    listed_by: &str,
+) -> Result<Vec<(String, ImageManifest)>, RegistryError> {
+    let mut list = Vec::new();
+    let bundles = entries.iter().filter(|entry| {
+        entry
+            .artifact_type
+            .as_deref()
+            .is_none_or(|t| t.starts_with(BUNDLE_MEDIA_TYPE_PREFIX))
+    });
+    for entry in bundles.take(MAX_CANDIDATES) {
+        let reference = entry.digest.to_string();
+        if let Some(Manifest::Image(m)) = manifest_at(registry, &reference).await? {
+            list.push((format!("{listed_by} referrer {reference}"), m));
+        }
+    }
+    Ok(list)
+}
+
+/// The referrer manifests of the `sha256-<hex>` referrers tag schema (cosign's fallback
+/// for registries without the referrers API).
+async fn fallback_referrers(
+    registry: &dyn Registry,
+    digest: &Digest,
+) -> Result<Vec<(String, ImageManifest)>, RegistryError> {
+    let tag = digest.tag_form();
+    match manifest_at(registry, &tag).await? {
+        None => Ok(Vec::new()),
+        Some(Manifest::Image(m)) => Ok(vec![(format!("tag {tag}"), m)]),
+        Some(Manifest::Index(index)) => {
+            bundle_referrers(registry, &index.manifests, &format!("tag {tag}")).await
+        }
+    }
+}
+
+/// The bundles of the referrers of `digest`: through the referrers API, or through the
+/// `sha256-<hex>` fallback tag when the registry does not serve that API.
 pub async fn v3_candidates(
     registry: &dyn Registry,
     digest: &Digest,
 ) -> Result<Vec<Candidate>, RegistryError> {
-    let tag = digest.tag_form();
-    let referrers: Vec<(String, ImageManifest)> = match manifest_at(registry, &tag).await? {
-        None => return Ok(Vec::new()),
-        Some(Manifest::Image(m)) => vec![(format!("tag {tag}"), m)],
-        Some(Manifest::Index(index)) => {
-            let mut list = Vec::new();
-            for entry in index.manifests.iter().take(MAX_CANDIDATES) {
-                let is_bundle = entry
-                    .artifact_type
-                    .as_deref()
-                    .is_none_or(|t| t.starts_with(BUNDLE_MEDIA_TYPE_PREFIX));
-                if !is_bundle {
-                    continue;
-                }
-                let reference = entry.digest.to_string();
-                if let Some(Manifest::Image(m)) = manifest_at(registry, &reference).await? {
-                    list.push((format!("tag {tag} referrer {reference}"), m));
-                }
-            }
-            list
-        }
+    let referrers = match registry
+        .referrers(digest, Some(COSIGN_BUNDLE_ARTIFACT_TYPE))
+        .await?
+    {
+        Referrers::Listed(entries) => bundle_referrers(registry, &entries, "referrers API").await?,
+        Referrers::Unsupported => fallback_referrers(registry, digest).await?,
     };
     let mut out = Vec::new();
     for (source, manifest) in referrers {
@@ -179,3 +210,7 @@ pub async fn v3_candidates(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+#[path = "discover_tests.rs"]
+mod tests;

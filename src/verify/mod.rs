@@ -240,7 +240,7 @@ impl CosignVerifier {
                 image: image_ref_for_messages.to_string(),
                 digest: digest.clone(),
                 tried: format!(
-                    "'{tag}.sig' (cosign v2) and '{tag}' (cosign v3 referrers fallback)"
+                    "'{tag}.sig' (cosign v2), and the referrers API or, without it, '{tag}' (cosign v3)"
                 ),
             });
         }

@@ -1,7 +1,8 @@
 //! A real distribution registry (`/usr/bin/docker-registry serve`) per test, on
 //! 127.0.0.1 and a free port, with our own config (temp storage, deletes enabled, access
 //! log captured), optional htpasswd basic auth, TLS with a CA made by `openssl` at test
-//! time, and optional client-certificate checking (mTLS). Fixtures are pushed with a raw
+//! time, and optional client-certificate checking (mTLS); or, for the referrers API, the
+//! Go registry `hack/referrers-registry.sh` builds. Fixtures are pushed with a raw
 //! reqwest uploader written here and with `skopeo`, never with ocisource's adapter.
 
 use std::io::BufRead;
@@ -144,6 +145,41 @@ impl TestRegistry {
         };
         reg.wait_ready();
         reg
+    }
+
+    /// Starts the registry that serves the OCI v1.1 referrers API (built by
+    /// `hack/referrers-registry.sh`, see [`referrers_registry_bin`]) on 127.0.0.1 and a port
+    /// it picks, plain HTTP, anonymous; its log (one line per request) is
+    /// [`Self::server_log`]. It keeps no access log: [`Self::request_log`] is for
+    /// docker-registry only.
+    pub fn start_referrers(bin: &Path) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = Command::new(bin)
+            .args(["-addr", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(dir.path().join("registry.log")).unwrap())
+            .spawn()
+            .unwrap();
+        // The first line, once the socket is bound: "listening on 127.0.0.1:<port>".
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .trim()
+            .strip_prefix("listening on 127.0.0.1:")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("{} printed {line:?}, not its address", bin.display()));
+        let opts = RegistryOpts::plain();
+        let http = Self::raw_client(dir.path(), &opts);
+        Self {
+            child,
+            dir,
+            port,
+            opts,
+            http,
+        }
     }
 
     fn raw_client(d: &Path, opts: &RegistryOpts) -> reqwest::Client {
@@ -401,6 +437,34 @@ impl TestRegistry {
         }
         certs
     }
+}
+
+/// The referrers registry binary: `$OCISOURCE_REFERRERS_REGISTRY`, else where
+/// `hack/referrers-registry.sh path` says. `None` (the caller skips, with a message) when
+/// it is not built, unless `OCISOURCE_REQUIRE_CLUSTER=1` (set by `hack/test.sh`, which
+/// builds it), in which case a missing binary fails the test.
+pub fn referrers_registry_bin() -> Option<PathBuf> {
+    let bin = std::env::var_os("OCISOURCE_REFERRERS_REGISTRY").map_or_else(
+        || {
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("hack/referrers-registry.sh");
+            let out = Command::new(script).arg("path").output().unwrap();
+            PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+        },
+        PathBuf::from,
+    );
+    if bin.is_file() {
+        return Some(bin);
+    }
+    assert!(
+        std::env::var("OCISOURCE_REQUIRE_CLUSTER").as_deref() != Ok("1"),
+        "OCISOURCE_REQUIRE_CLUSTER=1 but the referrers registry {} is not built: run `hack/referrers-registry.sh build`",
+        bin.display()
+    );
+    eprintln!(
+        "skipped: the referrers registry {} is not built (run `hack/referrers-registry.sh build`, or hack/test.sh)",
+        bin.display()
+    );
+    None
 }
 
 impl Drop for TestRegistry {

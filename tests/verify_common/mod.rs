@@ -13,7 +13,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use ocisource::domain::digest::Digest;
 use ocisource::domain::manifest::{Descriptor, ImageIndex, ImageManifest, OCI_INDEX, OCI_MANIFEST};
-use ocisource::ports::{BlobStream, FetchedManifest, Registry, RegistryError, RegistryErrorKind};
+use ocisource::ports::{
+    BlobStream, FetchedManifest, Referrers, Registry, RegistryError, RegistryErrorKind,
+};
 
 /// The shared vectors, or `None` (with a printed reason) when absent. They live in
 /// `../shared/vectors/cosign` next to the crate root; `OCISOURCE_COSIGN_VECTORS`
@@ -46,6 +48,8 @@ pub struct FakeRegistry {
     blobs: Mutex<HashMap<Digest, Bytes>>,
     /// References asked for, in order.
     pub asked: Mutex<Vec<String>>,
+    /// What the referrers API lists (as if already filtered); `None`: no referrers API.
+    pub referrers_api: Mutex<Option<Vec<Descriptor>>>,
 }
 
 fn descriptor(media_type: &str, bytes: &[u8], annotations: BTreeMap<String, String>) -> Descriptor {
@@ -193,6 +197,19 @@ impl Registry for FakeRegistry {
             .filter(|k| !k.starts_with("sha256:"))
             .cloned()
             .collect())
+    }
+
+    async fn referrers(
+        &self,
+        _digest: &Digest,
+        _artifact_type: Option<&str>,
+    ) -> Result<Referrers, RegistryError> {
+        Ok(self
+            .referrers_api
+            .lock()
+            .unwrap()
+            .clone()
+            .map_or(Referrers::Unsupported, Referrers::Listed))
     }
 
     async fn blob(&self, descriptor: &Descriptor) -> Result<BlobStream, RegistryError> {

@@ -25,7 +25,7 @@ use indicatif::HumanBytes;
 
 use crate::domain::digest::Digest;
 use crate::domain::manifest::Descriptor;
-use crate::ports::{BlobStream, FetchedManifest, Registry, RegistryError};
+use crate::ports::{BlobStream, FetchedManifest, Referrers, Registry, RegistryError};
 
 pub use lines::Clock;
 use lines::{already_line, done_line, Plain, PlainLayer, SystemClock};
@@ -260,6 +260,13 @@ impl Registry for Counting {
     }
     async fn tags(&self) -> Result<Vec<String>, RegistryError> {
         self.inner.tags().await
+    }
+    async fn referrers(
+        &self,
+        digest: &Digest,
+        artifact_type: Option<&str>,
+    ) -> Result<Referrers, RegistryError> {
+        self.inner.referrers(digest, artifact_type).await
     }
     async fn blob(&self, descriptor: &Descriptor) -> Result<BlobStream, RegistryError> {
         let stream = self.inner.blob(descriptor).await?;
