@@ -1,72 +1,20 @@
 //! `ocisource pull` and `push` end to end against the real registry, with artifacts pushed
 //! by independent clients (skopeo, raw HTTP): multi-layer merge checked against GNU tar,
-//! determinism, `copy`, hostile layers leaving the output untouched, platforms, auth,
-//! and the push → pull round trip with Flux's media types seen by skopeo.
+//! determinism, `copy`, platforms, and the push → pull round trip with Flux's media types
+//! seen by skopeo. Hostile layers: `e2e_pull_hostile.rs`; logins: `e2e_pull_auth.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod cli_common;
 mod support;
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
+use cli_common::{ocisource, pull, tree};
 use support::{sha256, tar_gz, write_oci_layout, RegistryOpts, TestRegistry};
 
 const LAYER: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn ocisource(args: &[&str]) -> Out {
-    let out = Command::new(env!("CARGO_BIN_EXE_ocisource"))
-        .args(args)
-        .output()
-        .expect("run ocisource");
-    Out {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-fn pull(reg: &TestRegistry, repo: &str, out: &Path, extra: &[&str]) -> Out {
-    let url = format!("oci://{}/{repo}", reg.host());
-    let mut args = vec![
-        "pull",
-        url.as_str(),
-        "--insecure",
-        "--output-file",
-        out.to_str().unwrap(),
-        "-o",
-        "json",
-    ];
-    args.extend_from_slice(extra);
-    ocisource(&args)
-}
-
-/// A file tree: relative path → (content, mode).
-fn tree(root: &Path) -> BTreeMap<String, Option<Vec<u8>>> {
-    let mut m = BTreeMap::new();
-    fn walk(root: &Path, dir: &Path, m: &mut BTreeMap<String, Option<Vec<u8>>>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let e = e.unwrap();
-            let p = e.path();
-            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-            if e.file_type().unwrap().is_dir() {
-                m.insert(rel, None);
-                walk(root, &p, m);
-            } else {
-                m.insert(rel, Some(std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    walk(root, root, &mut m);
-    m
-}
 
 fn gnu_extract(archive: &Path, into: &Path) {
     std::fs::create_dir_all(into).unwrap();
@@ -179,7 +127,7 @@ async fn four_layers_pushed_by_skopeo_match_gnu_tar_in_order() {
     reg.skopeo_copy(&layout, "v1", "team/four", "v1");
 
     let out = dir.path().join("out.tar.gz");
-    let run = pull(&reg, "team/four", &out, &["--tag", "v1"]);
+    let run = pull(&reg.host(), "team/four", &out, &["--tag", "v1"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let printed: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
     let bytes = std::fs::read(&out).unwrap();
@@ -222,7 +170,10 @@ async fn four_layers_pushed_by_skopeo_match_gnu_tar_in_order() {
 
     // Same digest on every run.
     let again = dir.path().join("again.tar.gz");
-    assert_eq!(pull(&reg, "team/four", &again, &["--tag", "v1"]).code, 0);
+    assert_eq!(
+        pull(&reg.host(), "team/four", &again, &["--tag", "v1"]).code,
+        0
+    );
     assert_eq!(std::fs::read(&again).unwrap(), bytes);
 }
 
@@ -242,7 +193,7 @@ async fn copy_stores_the_layer_blob_byte_for_byte() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("chart.tgz");
     let run = pull(
-        &reg,
+        &reg.host(),
         "charts/my",
         &out,
         &[
@@ -261,156 +212,6 @@ async fn copy_stores_the_layer_blob_byte_for_byte() {
 }
 
 /// Raw tar bytes with headers written by hand, so hostile names and types survive.
-fn raw_tar_gz(entries: &[(&str, tar::EntryType, &str, &[u8])]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for (name, kind, link, data) in entries {
-        let mut h = tar::Header::new_old();
-        let b = h.as_old_mut();
-        b.name[..name.len()].copy_from_slice(name.as_bytes());
-        b.linkname[..link.len()].copy_from_slice(link.as_bytes());
-        h.set_mode(0o644);
-        h.set_size(data.len() as u64);
-        h.set_entry_type(*kind);
-        h.set_mtime(0);
-        h.set_cksum();
-        out.extend_from_slice(h.as_bytes());
-        out.extend_from_slice(data);
-        out.resize(out.len().div_ceil(512) * 512, 0);
-    }
-    out.resize(out.len() + 1024, 0);
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    std::io::Write::write_all(&mut gz, &out).unwrap();
-    gz.finish().unwrap()
-}
-
-#[tokio::test]
-async fn hostile_layers_fail_clearly_and_leave_the_output_untouched() {
-    use tar::EntryType::{Block, Char, Fifo, Link, Regular, Symlink};
-    let reg = TestRegistry::start(RegistryOpts::plain());
-    let cases: Vec<(&str, Vec<Vec<u8>>, &str)> = vec![
-        (
-            "absolute",
-            vec![raw_tar_gz(&[("/etc/passwd", Regular, "", b"x")])],
-            "/etc/passwd",
-        ),
-        (
-            "dotdot",
-            vec![raw_tar_gz(&[("a/../../escape", Regular, "", b"x")])],
-            "a/../../escape",
-        ),
-        (
-            "symlink",
-            vec![
-                raw_tar_gz(&[("link", Symlink, "/etc", b"")]),
-                raw_tar_gz(&[("link/passwd", Regular, "", b"x")]),
-            ],
-            "symlink 'link'",
-        ),
-        (
-            "hardlink",
-            vec![raw_tar_gz(&[
-                ("a", Regular, "", b"x"),
-                ("b", Link, "a", b""),
-            ])],
-            "b",
-        ),
-        (
-            "chardev",
-            vec![raw_tar_gz(&[("dev/null", Char, "", b"")])],
-            "dev/null",
-        ),
-        (
-            "blockdev",
-            vec![raw_tar_gz(&[("dev/sda", Block, "", b"")])],
-            "dev/sda",
-        ),
-        ("fifo", vec![raw_tar_gz(&[("pipe", Fifo, "", b"")])], "pipe"),
-        (
-            "badgzip",
-            vec![vec![
-                0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 0xde, 0xad, 0xbe, 0xef,
-            ]],
-            "gzip",
-        ),
-    ];
-    let dir = tempfile::tempdir().unwrap();
-    for (name, layers, needle) in cases {
-        let repo = format!("hostile/{name}");
-        let pushed = reg
-            .push_artifact(
-                &repo,
-                "v1",
-                &layers
-                    .iter()
-                    .map(|l| (LAYER, l.clone()))
-                    .collect::<Vec<_>>(),
-                &[],
-            )
-            .await;
-        let out = dir.path().join(format!("{name}.tar.gz"));
-        std::fs::write(&out, b"last good").unwrap();
-        let run = pull(&reg, &repo, &out, &["--tag", "v1"]);
-        assert_eq!(run.code, 1, "{name}: {}", run.stderr);
-        assert!(
-            run.stderr.contains(needle),
-            "{name}: error must name the entry: {}",
-            run.stderr
-        );
-        let named_layer = pushed
-            .layer_digests
-            .iter()
-            .any(|d| run.stderr.contains(d.as_str()));
-        assert!(
-            named_layer,
-            "{name}: error must name the layer digest: {}",
-            run.stderr
-        );
-        assert_eq!(
-            std::fs::read(&out).unwrap(),
-            b"last good",
-            "{name}: output changed"
-        );
-    }
-    let leftovers: Vec<PathBuf> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with('.'))
-        .collect();
-    assert!(leftovers.is_empty(), "temp files left: {leftovers:?}");
-}
-
-#[tokio::test]
-async fn decompression_bomb_limits_fail_and_leave_the_output_untouched() {
-    let reg = TestRegistry::start(RegistryOpts::plain());
-    // 8 MiB of zeros compress to a few KiB: a small bomb, and three entries.
-    let zeros = vec![0u8; 8 << 20];
-    let layer = tar_gz(&[("a", b"1"), ("b", b"2"), ("zeros", zeros.as_slice())]);
-    assert!(
-        layer.len() < 1 << 20,
-        "the layer should inflate well over its size"
-    );
-    let pushed = reg
-        .push_artifact("team/bomb", "v1", &[(LAYER, layer)], &[])
-        .await;
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("o.tar.gz");
-    for (flag, value) in [
-        ("--max-uncompressed-bytes", "1048576"),
-        ("--max-entries", "2"),
-    ] {
-        std::fs::write(&out, b"last good").unwrap();
-        let run = pull(&reg, "team/bomb", &out, &["--tag", "v1", flag, value]);
-        assert_eq!(run.code, 1, "{flag}: {}", run.stderr);
-        assert!(
-            run.stderr.contains(&pushed.layer_digests[0]),
-            "{flag}: {}",
-            run.stderr
-        );
-        assert_eq!(std::fs::read(&out).unwrap(), b"last good");
-    }
-    // Within the limits the same artifact pulls.
-    assert_eq!(pull(&reg, "team/bomb", &out, &["--tag", "v1"]).code, 0);
-}
 
 #[tokio::test]
 async fn image_index_resolves_the_wanted_platform() {
@@ -443,7 +244,7 @@ async fn image_index_resolves_the_wanted_platform() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("o.tar.gz");
     let run = pull(
-        &reg,
+        &reg.host(),
         "team/multiarch",
         &out,
         &["--tag", "v1", "--platform", "linux/arm64"],
@@ -458,7 +259,7 @@ async fn image_index_resolves_the_wanted_platform() {
         .stdout;
     assert_eq!(got, b"arm64");
     let run = pull(
-        &reg,
+        &reg.host(),
         "team/multiarch",
         &out,
         &["--tag", "v1", "--platform", "linux/s390x"],
@@ -469,127 +270,6 @@ async fn image_index_resolves_the_wanted_platform() {
             .contains("platforms present: linux/amd64, linux/arm64"),
         "{}",
         run.stderr
-    );
-}
-
-#[tokio::test]
-async fn basic_auth_from_creds_and_docker_config() {
-    let reg = TestRegistry::start(RegistryOpts::plain().with_basic_auth("bob", "pa55"));
-    reg.push_artifact("team/auth", "v1", &[(LAYER, tar_gz(&[("f", b"1")]))], &[])
-        .await;
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("o.tar.gz");
-    let url = format!("oci://{}/team/auth", reg.host());
-    let o = out.to_str().unwrap();
-    let args = [
-        "pull",
-        &url,
-        "--insecure",
-        "--tag",
-        "v1",
-        "--output-file",
-        o,
-    ];
-    let anon = ocisource(&args);
-    assert_eq!(anon.code, 1);
-    assert!(
-        anon.stderr.contains("requires a login") && anon.stderr.contains("--creds"),
-        "{}",
-        anon.stderr
-    );
-    let with = ocisource(&[&args[..], &["--creds", "bob:pa55"]].concat());
-    assert_eq!(with.code, 0, "{}", with.stderr);
-    assert!(!with.stderr.contains("pa55"));
-    let cfg = dir.path().join("docker");
-    std::fs::create_dir_all(&cfg).unwrap();
-    use base64::Engine as _;
-    let auth = base64::engine::general_purpose::STANDARD.encode("bob:pa55");
-    std::fs::write(
-        cfg.join("config.json"),
-        format!(r#"{{"auths":{{"{}":{{"auth":"{auth}"}}}}}}"#, reg.host()),
-    )
-    .unwrap();
-    let out2 = Command::new(env!("CARGO_BIN_EXE_ocisource"))
-        .args(args)
-        .env("DOCKER_CONFIG", &cfg)
-        .output()
-        .unwrap();
-    assert!(
-        out2.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out2.stderr)
-    );
-}
-
-/// Writes `docker-credential-<name>` into `dir`: it answers `user`/`secret` for `host`
-/// and "credentials not found" (exit 1, as real helpers do) for anything else.
-fn credential_helper(dir: &Path, name: &str, host: &str, user: &str, secret: &str) {
-    use std::os::unix::fs::PermissionsExt as _;
-    let path = dir.join(format!("docker-credential-{name}"));
-    std::fs::write(
-        &path,
-        format!(
-            "#!/bin/sh\n[ \"$1\" = get ] || exit 3\nread -r host\n\
-             if [ \"$host\" = '{host}' ]; then\n\
-             printf '{{\"ServerURL\":\"%s\",\"Username\":\"{user}\",\"Secret\":\"{secret}\"}}' \"$host\"\n\
-             else echo 'credentials not found in native keychain'; exit 1; fi\n"
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
-#[tokio::test]
-async fn credential_helpers_from_docker_config_log_in() {
-    let reg = TestRegistry::start(RegistryOpts::plain().with_basic_auth("carol", "h3lper"));
-    reg.push_artifact("team/helper", "v1", &[(LAYER, tar_gz(&[("f", b"1")]))], &[])
-        .await;
-    let dir = tempfile::tempdir().unwrap();
-    let bin = dir.path().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    credential_helper(&bin, "ocitest", &reg.host(), "carol", "h3lper");
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let url = format!("oci://{}/team/helper", reg.host());
-    let out = dir.path().join("o.tar.gz");
-    let run_with = |config: &str| {
-        let cfg = dir.path().join("docker");
-        std::fs::create_dir_all(&cfg).unwrap();
-        std::fs::write(cfg.join("config.json"), config).unwrap();
-        let o = Command::new(env!("CARGO_BIN_EXE_ocisource"))
-            .args(["pull", &url, "--insecure", "--tag", "v1", "--output-file"])
-            .arg(&out)
-            .env("DOCKER_CONFIG", &cfg)
-            .env("PATH", &path)
-            .output()
-            .unwrap();
-        (
-            o.status.code(),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-        )
-    };
-    // A per-registry helper (credHelpers) and the default store (credsStore) both work.
-    let per_host = format!(r#"{{"credHelpers":{{"{}":"ocitest"}}}}"#, reg.host());
-    let (code, stderr) = run_with(&per_host);
-    assert_eq!(code, Some(0), "{stderr}");
-    assert!(!stderr.contains("h3lper"), "{stderr}");
-    let (code, stderr) = run_with(r#"{"credsStore":"ocitest"}"#);
-    assert_eq!(code, Some(0), "{stderr}");
-    // A helper that knows no credentials for this host means anonymous: the registry's
-    // refusal is what the user sees.
-    credential_helper(&bin, "other", "elsewhere.example", "x", "y");
-    let (code, stderr) = run_with(r#"{"credsStore":"other"}"#);
-    assert_eq!(code, Some(1), "{stderr}");
-    assert!(stderr.contains("requires a login"), "{stderr}");
-    // A named helper that is not installed is an error naming it.
-    let (code, stderr) = run_with(r#"{"credsStore":"not-installed"}"#);
-    assert_ne!(code, Some(0), "{stderr}");
-    assert!(
-        stderr.contains("docker-credential-not-installed"),
-        "{stderr}"
     );
 }
 
@@ -662,7 +342,7 @@ async fn push_then_pull_round_trips_with_flux_media_types() {
     assert_eq!(pushed["digest"], sha256(&raw.stdout));
 
     let out = dir.path().join("back.tar.gz");
-    let run = pull(&reg, "team/pushed", &out, &["--tag", "v1"]);
+    let run = pull(&reg.host(), "team/pushed", &out, &["--tag", "v1"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let back = dir.path().join("back");
     gnu_extract(&out, &back);

@@ -5,6 +5,13 @@
 //! under its own [`identity`]: the pod name (downward API `POD_NAME`) or the host name,
 //! plus a random suffix, so no two replicas (all PID 1 in their containers) and no
 //! restarted process ever share one, as client-go's `hostname_<uuid>` does.
+//!
+//! Kept our own rather than `kube-lease-manager` (0.13, which does support kube 5): in its
+//! `watch()` mode a holder whose renewals fail (API server unreachable) logs the error,
+//! backs off and keeps reporting itself leader past the lease's expiry, while another
+//! replica may take the expired Lease: two writers. client-go's `renewDeadline` and this
+//! module stop a holder that has not renewed within the lease duration; that bound is the
+//! point of leader election here, so the ~100 lines stay.
 
 use std::time::Duration;
 

@@ -2,6 +2,12 @@
 //! kind's schema, the in-progress status while a reconcile runs ([`Showing`], which also
 //! keeps the ExternalArtifact's Ready in step), and Reconciling for a new object before
 //! its finalizer round-trip.
+//!
+//! A merge patch that names every key, not server-side apply: apply only clears the
+//! fields its own manager set before, so an object taken over from Flux's
+//! source-controller (drop-in mode) would keep that controller's stale fields. Tried on
+//! the real API server: after a merge patch by `source-controller` set `observedIgnore`,
+//! an apply by `ocisource` without it left `observedIgnore` in place.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -4,6 +4,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -102,4 +103,40 @@ pub fn noise(len: usize) -> Vec<u8> {
             x as u8
         })
         .collect()
+}
+
+/// `ocisource pull oci://HOST/REPO --insecure --output-file OUT -o json EXTRA...`.
+pub fn pull(host: &str, repo: &str, out: &Path, extra: &[&str]) -> Out {
+    let url = format!("oci://{host}/{repo}");
+    let mut args = vec![
+        "pull",
+        url.as_str(),
+        "--insecure",
+        "--output-file",
+        arg(out),
+        "-o",
+        "json",
+    ];
+    args.extend_from_slice(extra);
+    ocisource(&args)
+}
+
+/// A file tree: relative path → content (`None` for a directory).
+pub fn tree(root: &Path) -> BTreeMap<String, Option<Vec<u8>>> {
+    let mut m = BTreeMap::new();
+    fn walk(root: &Path, dir: &Path, m: &mut BTreeMap<String, Option<Vec<u8>>>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            if e.file_type().unwrap().is_dir() {
+                m.insert(rel, None);
+                walk(root, &p, m);
+            } else {
+                m.insert(rel, Some(std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    walk(root, root, &mut m);
+    m
 }
