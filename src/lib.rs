@@ -33,6 +33,6 @@ pub mod fuzzing {
 
     /// The tag-or-digest check the registry adapter applies to a manifest reference.
     pub fn valid_reference(reference: &str) -> bool {
-        crate::registry::client::valid_reference(reference)
+        crate::domain::reference::valid_reference(reference)
     }
 }

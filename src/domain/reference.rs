@@ -296,6 +296,11 @@ pub fn valid_tag(tag: &str) -> bool {
             .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
 }
 
+/// True for a manifest reference: a tag or a `sha256:` digest.
+pub fn valid_reference(reference: &str) -> bool {
+    reference.parse::<Digest>().is_ok() || valid_tag(reference)
+}
+
 /// The Flux revision string: `<tag>@sha256:<hex>` for tag and semver refs (the tag as
 /// found in the registry), the bare digest for digest refs.
 pub fn revision(tag: Option<&str>, digest: &Digest) -> String {

@@ -10,8 +10,9 @@ use bytes::{Bytes, BytesMut};
 use futures::{Stream, StreamExt};
 use reqwest::header::{CONTENT_RANGE, RANGE};
 
-use super::client::{err, unexpected, Access, RegistryClient};
+use super::client::{Access, RegistryClient};
 use super::failure::Cause;
+use super::failure::{err, unexpected};
 use crate::domain::digest::{Digest, Hasher};
 use crate::domain::error_chain::chain;
 use crate::domain::manifest::Descriptor;

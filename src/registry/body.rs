@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use super::client::err;
+use super::failure::err;
 use super::failure::Cause;
 use crate::domain::error_chain::chain;
 use crate::ports::{RegistryError, RegistryErrorKind};

@@ -14,11 +14,10 @@ use std::time::Duration;
 use reqwest::header::{HeaderValue, AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE};
 
 use super::auth::{parse_challenge, AuthState, Authorization, Challenge};
-use super::failure::{Cause, TransportFailure};
+use super::failure::{err, unauthorized, Cause, TransportFailure};
 use super::origin::{BoundCredential, Origin};
 use super::retry::{retryable_status, RetryPolicy};
 use super::transport::DEFAULT_TIMEOUT;
-use crate::domain::digest::Digest;
 use crate::ports::{Audience, RegistryError, RegistryErrorKind, RegistryOptions};
 
 /// Limits and retry settings shared by the sessions a connector opens.
@@ -104,10 +103,9 @@ impl std::fmt::Debug for RegistryClient {
     }
 }
 
-pub(crate) fn err(kind: RegistryErrorKind, message: impl Into<String>) -> RegistryError {
-    RegistryError::new(kind, message)
-}
-
+/// A repository name safe to put in a request path (no empty, `.` or `..` component, no
+/// character outside the grammar's alphabet). Looser than the grammar itself
+/// (`domain::reference`, which `spec.url` is held to): the registry judges the rest.
 fn valid_repository(repo: &str) -> bool {
     !repo.is_empty()
         && repo.split('/').all(|part| {
@@ -118,24 +116,6 @@ fn valid_repository(repo: &str) -> bool {
                 && part != "."
                 && part != ".."
         })
-}
-
-/// Longest tag the OCI distribution spec allows.
-pub const MAX_TAG_LEN: usize = 128;
-
-/// True for a tag of the distribution spec's grammar: `[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}`.
-pub fn valid_tag(tag: &str) -> bool {
-    let b = tag.as_bytes();
-    !b.is_empty()
-        && b.len() <= MAX_TAG_LEN
-        && (b[0].is_ascii_alphanumeric() || b[0] == b'_')
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
-}
-
-/// True for a tag or a `sha256:` digest.
-pub(crate) fn valid_reference(reference: &str) -> bool {
-    reference.parse::<Digest>().is_ok() || valid_tag(reference)
 }
 
 impl RegistryClient {
@@ -409,26 +389,4 @@ impl RegistryClient {
         };
         Some(err(f.cause.kind(), message))
     }
-}
-
-pub(crate) fn unexpected(what: &str, url: &str, status: reqwest::StatusCode) -> RegistryError {
-    err(
-        RegistryErrorKind::Protocol,
-        format!("failed to {what} {url}: unexpected status {status}"),
-    )
-}
-
-pub(crate) fn unauthorized(
-    what: &str,
-    url: &str,
-    detail: &str,
-    audience: Audience,
-) -> RegistryError {
-    err(
-        RegistryErrorKind::Unauthorized,
-        format!(
-            "failed to {what} {url}: {detail}; check the credentials ({})",
-            audience.credentials()
-        ),
-    )
 }

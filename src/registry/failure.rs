@@ -3,13 +3,41 @@
 //! say what went wrong (`rustls::Error` for TLS, [`NameNotResolved`] for DNS,
 //! `std::io::Error` kinds, reqwest's own timeout and redirect flags). The request loop
 //! (`client.rs`) decides retries, hints and the [`RegistryErrorKind`] from the
-//! [`Cause`], never from the text. No HTTP request is sent here.
+//! [`Cause`], never from the text. Also the constructors of the errors every operation
+//! reports (unexpected status, refused credentials). No HTTP request is sent here.
 
 use std::error::Error as StdError;
 
 use super::dns::NameNotResolved;
 use crate::domain::error_chain::chain;
-use crate::ports::RegistryErrorKind;
+use crate::ports::{Audience, RegistryError, RegistryErrorKind};
+
+/// A registry error of `kind`.
+pub(crate) fn err(kind: RegistryErrorKind, message: impl Into<String>) -> RegistryError {
+    RegistryError::new(kind, message)
+}
+
+pub(crate) fn unexpected(what: &str, url: &str, status: reqwest::StatusCode) -> RegistryError {
+    err(
+        RegistryErrorKind::Protocol,
+        format!("failed to {what} {url}: unexpected status {status}"),
+    )
+}
+
+pub(crate) fn unauthorized(
+    what: &str,
+    url: &str,
+    detail: &str,
+    audience: Audience,
+) -> RegistryError {
+    err(
+        RegistryErrorKind::Unauthorized,
+        format!(
+            "failed to {what} {url}: {detail}; check the credentials ({})",
+            audience.credentials()
+        ),
+    )
+}
 
 /// Why a request got no HTTP answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

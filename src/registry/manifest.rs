@@ -6,9 +6,11 @@
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 
 use super::body::read_capped;
-use super::client::{err, unexpected, valid_reference, Access, RegistryClient};
+use super::client::{Access, RegistryClient};
+use super::failure::{err, unexpected};
 use crate::domain::digest::Digest;
 use crate::domain::manifest::ACCEPTED_MANIFESTS;
+use crate::domain::reference::valid_reference;
 use crate::ports::{FetchedManifest, RegistryError, RegistryErrorKind};
 
 impl RegistryClient {

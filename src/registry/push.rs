@@ -12,9 +12,11 @@ use bytes::Bytes;
 use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, LOCATION};
 use tokio::io::AsyncReadExt;
 
-use super::client::{err, unexpected, valid_reference, Access, RegistryClient};
+use super::client::{Access, RegistryClient};
+use super::failure::{err, unexpected};
 use super::origin::check_target;
 use crate::domain::digest::{Digest, Hasher};
+use crate::domain::reference::valid_reference;
 use crate::ports::{RegistryError, RegistryErrorKind};
 
 fn io_err(what: &str, path: &Path, e: &std::io::Error) -> RegistryError {

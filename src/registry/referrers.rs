@@ -23,7 +23,8 @@ use std::fmt;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, LINK};
 
 use super::body::read_capped_into;
-use super::client::{err, unexpected, Access, RegistryClient};
+use super::client::{Access, RegistryClient};
+use super::failure::{err, unexpected};
 use super::tags::next_link;
 use crate::domain::digest::Digest;
 use crate::domain::manifest::{ImageIndex, OCI_INDEX};

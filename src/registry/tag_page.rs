@@ -8,7 +8,7 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::client::valid_tag;
+use crate::domain::reference::valid_tag;
 
 /// What one kept tag costs besides its bytes.
 pub(super) const TAG_OVERHEAD: u64 = std::mem::size_of::<String>() as u64;

@@ -24,7 +24,8 @@ use serde::de::DeserializeSeed;
 use sha2::{Digest as _, Sha256};
 
 use super::body::read_capped_into;
-use super::client::{err, unexpected, Access, RegistryClient};
+use super::client::{Access, RegistryClient};
+use super::failure::{err, unexpected};
 use super::origin::check_target;
 use super::tag_page::{Cap, Page, Sink};
 use crate::ports::{RegistryError, RegistryErrorKind};

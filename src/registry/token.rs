@@ -5,7 +5,8 @@
 
 use super::auth::TokenResponse;
 use super::body::read_capped;
-use super::client::{err, unauthorized, RegistryClient};
+use super::client::RegistryClient;
+use super::failure::{err, unauthorized};
 use super::origin::{check_realm, BoundCredential, Origin};
 use crate::domain::secret::Redacted;
 use crate::ports::{RegistryError, RegistryErrorKind};
