@@ -1,0 +1,105 @@
+//! The flags of `ocisource controller` (in the spirit of Flux's source-controller, whose
+//! Deployment arguments it accepts) and of `ocisource rbac`, which prints the rules those
+//! flags need. Parsing only; the controller command (`app::controller_cmd`) acts on them.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::{gates, parse_duration, FeatureGates};
+
+/// `ocisource rbac`.
+#[derive(Debug, Args)]
+pub struct RbacArgs {
+    /// The controller's `--feature-gates`: the rules a gate needs are printed too
+    /// (ObjectLevelWorkloadIdentity: `create` on `serviceaccounts/token`).
+    #[arg(long, value_name = "GATES", default_value = "", value_parser = gates::parse)]
+    pub feature_gates: FeatureGates,
+    /// The rules of the drop-in mode too (`--flux-drop-in-selector`): Flux's own
+    /// OCIRepository objects and their status.
+    #[arg(long)]
+    pub flux_drop_in: bool,
+}
+
+/// `ocisource controller`: flags in the spirit of Flux's source-controller. Boolean flags
+/// take Go's forms too: `--leader-elect`, `--leader-elect=true`, `--leader-elect=false`.
+#[derive(Debug, Args)]
+pub struct ControllerArgs {
+    /// Objects reconciled at once.
+    #[arg(long, default_value_t = 4)]
+    pub concurrent: u16,
+    /// Artifact store directory.
+    #[arg(long, default_value = "/data")]
+    pub storage_path: PathBuf,
+    /// Address the artifact server listens on.
+    #[arg(long, default_value = "0.0.0.0:9090")]
+    pub storage_addr: String,
+    /// Address written into artifact URLs (host[:port]); default: the pod's service name.
+    #[arg(long, env = "STORAGE_ADV_ADDR")]
+    pub storage_adv_addr: Option<String>,
+    /// Age after which older artifacts are garbage-collected.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub artifact_retention_ttl: std::time::Duration,
+    /// Artifacts kept per object.
+    #[arg(long, default_value_t = 2)]
+    pub artifact_retention_records: usize,
+    /// Watch OCIRepositories in every namespace (else only the runtime namespace).
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub watch_all_namespaces: bool,
+    /// Only reconcile objects matching this label selector (sharding).
+    #[arg(long)]
+    pub watch_label_selector: Option<String>,
+    /// Drop-in mode: also reconcile Flux's own `source.toolkit.fluxcd.io/v1`
+    /// OCIRepository objects that match this label selector, e.g.
+    /// `sharding.fluxcd.io/key=ocisource` (give Flux's source-controller
+    /// `--watch-label-selector='!sharding.fluxcd.io/key'` so it leaves them alone). Their
+    /// status is written as Flux's source-controller writes it, and Flux's consumers read
+    /// them unchanged. Off when unset.
+    #[arg(long, value_name = "SELECTOR")]
+    pub flux_drop_in_selector: Option<String>,
+    /// Refuse references to objects in other namespaces. OCIRepository only references
+    /// Secrets in its own namespace, so this is accepted for compatibility with Flux.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub no_cross_namespace_refs: bool,
+    /// Take a Lease before reconciling, so only one replica works at a time.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    /// Address of the Prometheus /metrics endpoint.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub metrics_addr: String,
+    /// Address of /healthz and /readyz.
+    #[arg(long, default_value = "0.0.0.0:9440")]
+    pub health_addr: String,
+    /// Publish a Flux ExternalArtifact for each OCIRepository.
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub external_artifact: bool,
+    /// Also post every event to this URL in Flux's event format, as source-controller's
+    /// `--events-addr` (e.g. `http://notification-controller.flux-system.svc.cluster.local./`),
+    /// so Flux Alerts fire for these objects. Unset: Kubernetes Events only.
+    #[arg(long, value_name = "URL", value_parser = events_addr)]
+    pub events_addr: Option<url::Url>,
+    /// Namespace of this controller (for the Lease and the default watch scope).
+    #[arg(long, env = "RUNTIME_NAMESPACE", default_value = "ocisource-system")]
+    pub runtime_namespace: String,
+    /// Feature gates, as Flux's source-controller takes them: `Name=true|false` (or Go's
+    /// other boolean forms: 1, 0, t, f), comma-separated; every gate it knows is accepted,
+    /// others are refused. ObjectLevelWorkloadIdentity (default false): objects with
+    /// `spec.provider` and `spec.serviceAccountName` log in to cloud registries as that
+    /// ServiceAccount (needs `create` on `serviceaccounts/token`).
+    /// CacheSecretsAndConfigMaps (default false): accepted without effect (ocisource keeps
+    /// no cache of Secrets; it reads them at each reconcile, as Flux does with the gate
+    /// off); logged at start-up.
+    #[arg(long, value_name = "GATES", default_value = "", value_parser = gates::parse)]
+    pub feature_gates: FeatureGates,
+}
+
+/// `--events-addr`: an absolute `http` or `https` URL.
+fn events_addr(s: &str) -> Result<url::Url, String> {
+    let url = url::Url::parse(s).map_err(|e| format!("'{s}' is not a URL: {e}"))?;
+    match url.scheme() {
+        "http" | "https" => Ok(url),
+        other => Err(format!(
+            "'{s}' has scheme '{other}'; use http:// or https://"
+        )),
+    }
+}
