@@ -132,7 +132,19 @@ async fn a_plain_http_registry_on_loopback_works_without_insecure_and_is_remembe
         "names the URL actually requested: {}",
         err.message
     );
-    assert_eq!(conn.request_count(), 3, "one request, no HTTPS retry");
+    // The HEAD, then a GET for the registry's error body (as go-containerregistry, whose
+    // words drop-in mode quotes), both plain HTTP: no HTTPS retry.
+    assert_eq!(conn.request_count(), 4, "HEAD and GET, no HTTPS retry");
+    assert_eq!(
+        err.registry_text.as_deref(),
+        Some(
+            format!(
+                "http://{}/v2/team/app/manifests/nope: MANIFEST_UNKNOWN: manifest unknown; map[Tag:nope]",
+                reg.host()
+            )
+            .as_str()
+        )
+    );
 }
 
 #[tokio::test]

@@ -99,8 +99,8 @@ async fn plain_http_resolves_with_head_fetches_manifest_and_streams_blobs() {
     );
     assert_eq!(
         conn.request_count(),
-        7,
-        "one HTTPS try (Flux's insecure starts with HTTPS; the host is then remembered as plain HTTP), then one request per operation"
+        8,
+        "one HTTPS try (Flux's insecure starts with HTTPS; the host is then remembered as plain HTTP), then one request per operation, two for the missing tag (HEAD, then GET for the registry's error body)"
     );
 }
 

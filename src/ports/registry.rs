@@ -162,6 +162,11 @@ pub struct RegistryError {
     pub kind: RegistryErrorKind,
     /// Lower-case, actionable description including the URL or reference.
     pub message: String,
+    /// When the registry answered an error with the distribution spec's error body: the
+    /// request's URL and that body as go-containerregistry words it
+    /// (`<url>: MANIFEST_UNKNOWN: manifest unknown; map[Tag:v1]`), the text Flux's
+    /// source-controller quotes (drop-in mode words its messages with it).
+    pub registry_text: Option<String>,
 }
 
 impl RegistryError {
@@ -170,6 +175,15 @@ impl RegistryError {
         Self {
             kind,
             message: message.into(),
+            registry_text: None,
+        }
+    }
+
+    /// The error with the registry's own words for it (see [`Self::registry_text`]).
+    pub fn with_registry_text(self, text: Option<String>) -> Self {
+        Self {
+            registry_text: text,
+            ..self
         }
     }
 }

@@ -113,6 +113,11 @@ impl ReconcileError {
         match self {
             Self::InvalidSpec(e) if e.reason() == reason::URL_INVALID => flux_url_problem(url)
                 .map(|problem| format!("URL validation failed for '{url}': {problem}")),
+            // go-containerregistry's HEAD failed and its GET fallback's error is quoted.
+            Self::Pipeline(PipelineError::Resolve { source, .. }) => source
+                .registry_text
+                .as_ref()
+                .map(|text| format!("failed to determine artifact digest: GET {text}")),
             Self::Pipeline(PipelineError::NoMatchingTag { url, range, .. }) => Some(format!(
                 "failed to determine the artifact tag for '{url}': no match found for semver: {range}"
             )),

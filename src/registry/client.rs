@@ -14,6 +14,8 @@ use std::time::Duration;
 use reqwest::header::{HeaderValue, AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE};
 
 use super::auth::{parse_challenge, AuthState, Authorization, Challenge};
+use super::body::read_capped;
+use super::diagnostic::{render, MAX_ERROR_BODY};
 use super::failure::{err, unauthorized, Cause, TransportFailure};
 use super::origin::{BoundCredential, Origin};
 use super::retry::{retryable_status, RetryPolicy};
@@ -250,38 +252,42 @@ impl RegistryClient {
                         .get(WWW_AUTHENTICATE)
                         .and_then(|v| v.to_str().ok())
                         .and_then(parse_challenge);
-                    match challenge {
+                    let detail = match challenge {
                         Some(ch) if !challenged => {
                             challenged = true;
                             if ch == Challenge::Basic && self.auth.credentials().is_none() {
-                                return Err(unauthorized(what, &shown, "the registry requires a login and no credentials are configured", self.audience));
+                                Some("the registry requires a login and no credentials are configured")
+                            } else {
+                                self.auth.drop_token(&scope);
+                                self.auth.learn(&ch);
+                                None
                             }
-                            self.auth.drop_token(&scope);
-                            self.auth.learn(&ch);
                         }
-                        _ => {
-                            return Err(unauthorized(
-                                what,
-                                &shown,
-                                "the registry answered 401 Unauthorized",
-                                self.audience,
-                            ))
-                        }
+                        _ => Some("the registry answered 401 Unauthorized"),
+                    };
+                    if let Some(detail) = detail {
+                        let text = registry_text(&shown, resp).await;
+                        return Err(unauthorized(what, &shown, detail, self.audience)
+                            .with_registry_text(text));
                     }
                 }
                 403 => {
+                    let text = registry_text(&shown, resp).await;
                     return Err(unauthorized(
                         what,
                         &shown,
                         "the registry answered 403 Forbidden",
                         self.audience,
-                    ))
+                    )
+                    .with_registry_text(text));
                 }
                 404 => {
+                    let text = registry_text(&shown, resp).await;
                     return Err(err(
                         RegistryErrorKind::NotFound,
                         format!("failed to {what} {shown}: not found (404)"),
-                    ))
+                    )
+                    .with_registry_text(text));
                 }
                 _ => return Ok(resp),
             }
@@ -389,4 +395,13 @@ impl RegistryClient {
         };
         Some(err(f.cause.kind(), message))
     }
+}
+
+/// A failed answer's error body, when it is the distribution spec's, as
+/// go-containerregistry words it after the request's URL `shown` (see `diagnostic.rs`).
+async fn registry_text(shown: &str, resp: reqwest::Response) -> Option<String> {
+    let body = read_capped(resp, MAX_ERROR_BODY, "read the error answer of", shown)
+        .await
+        .ok()?;
+    render(&body).map(|d| format!("{shown}: {d}"))
 }

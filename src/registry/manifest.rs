@@ -14,15 +14,35 @@ use crate::domain::reference::valid_reference;
 use crate::ports::{FetchedManifest, RegistryError, RegistryErrorKind};
 
 impl RegistryClient {
-    /// `HEAD` the manifest; falls back to `GET` when no `Docker-Content-Digest` is sent.
+    /// `HEAD` the manifest; falls back to `GET` when no `Docker-Content-Digest` is sent,
+    /// and when the HEAD is refused or not found (for the registry's error body).
     pub(crate) async fn head_manifest(&self, reference: &str) -> Result<Digest, RegistryError> {
         check_reference(reference)?;
         let url = self.url(&format!("manifests/{reference}"));
         let build =
             |c: &reqwest::Client| Ok(c.head(&url).header(ACCEPT, ACCEPTED_MANIFESTS.join(", ")));
-        let resp = self
+        let resp = match self
             .send("resolve manifest", &url, Access::Pull, true, &build)
-            .await?;
+            .await
+        {
+            Ok(resp) => resp,
+            // A HEAD answer has no body: the registry's own words for the failure come
+            // from a GET, as go-containerregistry (and so Flux) falls back to one.
+            Err(e)
+                if e.registry_text.is_none()
+                    && matches!(
+                        e.kind,
+                        RegistryErrorKind::NotFound | RegistryErrorKind::Unauthorized
+                    ) =>
+            {
+                return match self.get_manifest(reference).await {
+                    Ok(m) => Ok(m.digest),
+                    Err(g) if g.registry_text.is_some() => Err(g),
+                    Err(_) => Err(e),
+                };
+            }
+            Err(e) => return Err(e),
+        };
         if !resp.status().is_success() {
             return Err(unexpected("resolve manifest", &url, resp.status()));
         }

@@ -25,6 +25,7 @@ pub mod blob;
 mod body;
 pub mod client;
 pub mod credential_helper;
+mod diagnostic;
 mod dns;
 pub mod docker_config;
 mod failure;

@@ -1,0 +1,132 @@
+//! The distribution spec's error body (`{"errors": [{"code", "message", "detail"}]}`),
+//! read from a failed answer and worded as go-containerregistry words it
+//! (`transport.Error`: `CODE: message; detail`, the detail printed as Go's `%v` prints the
+//! `interface{}` JSON decodes into). Flux's source-controller quotes that text in its
+//! conditions, so drop-in mode can say exactly what Flux says. Our own code because the
+//! rendering is Go's `fmt` on decoded JSON, which no crate reproduces; it is small.
+
+use serde_json::Value;
+
+/// Largest error body read.
+pub(crate) const MAX_ERROR_BODY: u64 = 16 * 1024;
+
+/// The body's errors as go-containerregistry renders them, or `None` when the body is
+/// not the spec's error JSON (or lists no error).
+pub(crate) fn render(body: &[u8]) -> Option<String> {
+    let json: Value = serde_json::from_slice(body).ok()?;
+    let errors = json.get("errors")?.as_array()?;
+    let each: Vec<String> = errors.iter().map(diagnostic).collect::<Option<_>>()?;
+    match each.as_slice() {
+        [] => None,
+        [one] => Some(one.clone()),
+        many => Some(format!("multiple errors returned: {}", many.join("; "))),
+    }
+}
+
+/// One `{code, message, detail}` entry: `CODE: message`, then `; detail` when present.
+fn diagnostic(entry: &Value) -> Option<String> {
+    let text = |key: &str| match entry.get(key) {
+        None | Some(Value::Null) => Some(String::new()),
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => None,
+    };
+    let mut out = format!("{}: {}", text("code")?, text("message")?);
+    if let Some(detail) = entry.get("detail").filter(|d| !d.is_null()) {
+        out.push_str("; ");
+        out.push_str(&go_value(detail));
+    }
+    Some(out)
+}
+
+/// Go's `%v` of the value `encoding/json` decodes into an `interface{}`: maps with sorted
+/// keys as `map[k:v ...]`, slices as `[a b]`, numbers as float64 (`%v` is `%g`).
+fn go_value(v: &Value) -> String {
+    match v {
+        Value::Null => "<nil>".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.as_f64().map_or_else(|| n.to_string(), go_float),
+        Value::String(s) => s.clone(),
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(go_value).collect();
+            format!("[{}]", items.join(" "))
+        }
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let pairs: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{k}:{}", go_value(&map[k])))
+                .collect();
+            format!("map[{}]", pairs.join(" "))
+        }
+    }
+}
+
+/// A float64 as `%v` prints it: the shortest form, exponent notation from 1e21 up (and
+/// below 1e-4), as Go's `strconv.FormatFloat(f, 'g', -1, 64)` with `%v`'s threshold.
+fn go_float(f: f64) -> String {
+    let magnitude = f.abs();
+    if f == 0.0 || (1e-4..1e21).contains(&magnitude) {
+        return format!("{f}");
+    }
+    let text = format!("{f:e}");
+    // Rust writes `1e21` and `1.5e-5`; Go writes `1e+21` and `1.5e-05`.
+    match text.split_once('e') {
+        Some((mantissa, exp)) => {
+            let (sign, digits) = match exp.strip_prefix('-') {
+                Some(d) => ('-', d),
+                None => ('+', exp),
+            };
+            format!("{mantissa}e{sign}{digits:0>2}")
+        }
+        None => text,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distribution_answers_are_worded_as_go_containerregistry_words_them() {
+        // Bodies as distribution 2.8 sends them (tests/cluster_drop_in_failures.rs
+        // compares the result with source-controller's conditions).
+        let cases: [(&str, &str); 4] = [
+            (
+                r#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown","detail":{"Tag":"nope"}}]}"#,
+                "MANIFEST_UNKNOWN: manifest unknown; map[Tag:nope]",
+            ),
+            (
+                r#"{"errors":[{"code":"UNAUTHORIZED","message":"authentication required","detail":[{"Type":"repository","Class":"","Name":"app/config","Action":"pull"}]}]}"#,
+                "UNAUTHORIZED: authentication required; [map[Action:pull Class: Name:app/config Type:repository]]",
+            ),
+            (
+                r#"{"errors":[{"code":"DENIED","message":"no"},{"code":"X","message":"y","detail":null}]}"#,
+                "multiple errors returned: DENIED: no; X: y",
+            ),
+            (
+                r#"{"errors":[{"code":"C","message":"m","detail":{"n":5,"f":1.5,"big":1e21,"t":true,"z":null}}]}"#,
+                "C: m; map[big:1e+21 f:1.5 n:5 t:true z:<nil>]",
+            ),
+        ];
+        for (body, want) in cases {
+            assert_eq!(render(body.as_bytes()).as_deref(), Some(want), "{body}");
+        }
+    }
+
+    #[test]
+    fn other_bodies_have_no_rendering() {
+        for body in [
+            "",
+            "not json",
+            "{}",
+            r#"{"errors":[]}"#,
+            r#"{"errors":[{"code":5}]}"#,
+        ] {
+            assert_eq!(render(body.as_bytes()), None, "{body}");
+        }
+        assert_eq!(go_float(1.5e-5), "1.5e-05");
+        assert_eq!(go_float(0.25), "0.25");
+    }
+}
