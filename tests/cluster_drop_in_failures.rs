@@ -300,4 +300,46 @@ async fn failing_flux_objects_get_source_controllers_status() {
         }
     }
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+
+    // The Kubernetes Events each controller recorded for its object: the same types and
+    // reasons, and the same messages except where the case names its exception.
+    let events: Value =
+        serde_json::from_str(&cluster.kubectl_ok(&["get", "events", "-n", ns, "-o", "json"]))
+            .unwrap();
+    let of = |case: &Case, who: &str| -> std::collections::BTreeSet<String> {
+        let name = format!("{}-{who}", case.name);
+        events["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["involvedObject"]["name"] == name.as_str())
+            .map(|e| {
+                let message = match case.exception {
+                    Exception::None => e["message"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .replace(&name, case.name),
+                    _ => String::from("(message excepted)"),
+                };
+                format!(
+                    "{} {} {message}",
+                    e["type"].as_str().unwrap_or_default(),
+                    e["reason"].as_str().unwrap_or_default()
+                )
+            })
+            .collect()
+    };
+    let differing: Vec<String> = cases
+        .iter()
+        .filter_map(|case| {
+            let (flux, ours) = (of(case, "flux"), of(case, "ours"));
+            (flux.is_empty() || flux != ours).then(|| {
+                format!(
+                    "case {}: source-controller {flux:?}, ocisource {ours:?}",
+                    case.name
+                )
+            })
+        })
+        .collect();
+    assert!(differing.is_empty(), "{}", differing.join("\n"));
 }

@@ -12,7 +12,7 @@ use super::{KubeContext, MANAGER};
 fn kube_event(ev: &crate::domain::status::Event) -> KubeEvent {
     KubeEvent {
         type_: match ev.type_ {
-            EventType::Normal => KubeEventType::Normal,
+            EventType::Normal | EventType::Trace => KubeEventType::Normal,
             EventType::Warning => KubeEventType::Warning,
         },
         reason: ev.reason.clone(),
@@ -38,7 +38,11 @@ pub(super) async fn publish_events(
     }
     let recorder = Recorder::new(kctx.client.clone(), reporter());
     for ev in events {
-        if let Some(notifier) = &kctx.notifier {
+        if let Some(notifier) = kctx
+            .notifier
+            .as_ref()
+            .filter(|_| ev.type_ != EventType::Trace)
+        {
             notifier.notify(reference, meta, ev);
         }
         if let Err(e) = recorder.publish(&kube_event(ev), reference).await {

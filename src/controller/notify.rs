@@ -102,11 +102,13 @@ pub struct FluxEvent {
     pub reporting_instance: String,
 }
 
-/// Flux's severity of an event type: Normal is `info`, Warning is `error`.
+/// Flux's severity of an event type: Normal is `info`, Warning is `error` (Trace is
+/// `trace`, never posted: see `events.rs`).
 pub fn severity(type_: EventType) -> &'static str {
     match type_ {
         EventType::Normal => "info",
         EventType::Warning => "error",
+        EventType::Trace => "trace",
     }
 }
 

@@ -120,6 +120,9 @@ pub enum EventType {
     Normal,
     /// `Warning`.
     Warning,
+    /// Flux's `Trace`: recorded as a Normal Kubernetes Event, never posted to
+    /// notification-controller (fluxcd/pkg's recorder does the same).
+    Trace,
 }
 
 /// An event to emit; its reason equals the condition reason.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::api::conditions::reason;
 use crate::api::validate::InvalidSpec;
 use crate::api::Flavour;
-use crate::domain::status::{Disposition, FailedStep, Failure};
+use crate::domain::status::{Disposition, Event, EventType, FailedStep, Failure};
 use crate::domain::verification::PolicyError;
 use crate::pipeline::{PipelineError, PipelineErrorKind};
 use crate::ports::{
@@ -131,6 +131,23 @@ impl ReconcileError {
         }
     }
 
+    /// The Trace event source-controller records before this failure, where it records
+    /// one: `auth secret 'NAME' not found` when `spec.secretRef` names a missing Secret.
+    pub fn trace_event(&self) -> Option<Event> {
+        match self {
+            Self::Secret {
+                field: "spec.secretRef",
+                source: SecretsError::NotFound { name, .. },
+            } => Some(Event {
+                type_: EventType::Trace,
+                reason: reason::AUTHENTICATION_FAILED.into(),
+                message: format!("auth secret '{name}' not found"),
+                artifact: None,
+            }),
+            _ => None,
+        }
+    }
+
     /// The failure (of the object with `spec.url` `url`) as the status fold wants it,
     /// worded for `flavour`: Flux's own kind
     /// carries Flux's message where [`Self::flux_message`] knows it.
@@ -206,6 +223,27 @@ mod tests {
 
     fn flux() -> Flavour {
         Flavour::Flux(FluxOptions::default())
+    }
+
+    #[test]
+    fn a_missing_pull_secret_is_traced_as_source_controller_traces_it() {
+        let missing = |field| ReconcileError::Secret {
+            field,
+            source: SecretsError::NotFound {
+                namespace: "ns".into(),
+                name: "absent".into(),
+            },
+        };
+        let trace = missing("spec.secretRef").trace_event().unwrap();
+        assert_eq!(
+            (trace.type_, trace.reason.as_str(), trace.message.as_str()),
+            (
+                EventType::Trace,
+                "AuthenticationFailed",
+                "auth secret 'absent' not found"
+            )
+        );
+        assert!(missing("spec.verify.secretRef").trace_event().is_none());
     }
 
     #[test]

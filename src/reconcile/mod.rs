@@ -26,7 +26,7 @@ use crate::api::validate;
 use crate::api::{Flavour, OciRepository, OciRepositoryStatus};
 use crate::domain::desired::Desired;
 use crate::domain::requeue;
-use crate::domain::status::{self, Disposition, Event, Failure, Outcome, Verification};
+use crate::domain::status::{self, Disposition, Event, EventType, Failure, Outcome, Verification};
 
 pub use context::{Context, Settings};
 pub use error::ReconcileError;
@@ -293,6 +293,16 @@ pub async fn reconcile_as(
     );
     if let (Flavour::Flux(_), Some(e)) = (flavour, &error) {
         flux_reconciling_message(&mut decision.conditions, e, previous.artifact.is_none());
+    }
+    // Flux's Trace event comes before the failure's event, recorded when that one is.
+    if let Some(trace) = error.as_ref().and_then(ReconcileError::trace_event) {
+        if decision
+            .events
+            .iter()
+            .any(|e| e.type_ == EventType::Warning)
+        {
+            decision.events.insert(0, trace);
+        }
     }
     let finished = error
         .as_ref()
