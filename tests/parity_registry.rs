@@ -139,7 +139,7 @@ async fn a_plain_http_registry_on_loopback_works_without_insecure_and_is_remembe
         err.registry_text.as_deref(),
         Some(
             format!(
-                "http://{}/v2/team/app/manifests/nope: MANIFEST_UNKNOWN: manifest unknown; map[Tag:nope]",
+                "GET http://{}/v2/team/app/manifests/nope: MANIFEST_UNKNOWN: manifest unknown; map[Tag:nope]",
                 reg.host()
             )
             .as_str()

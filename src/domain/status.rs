@@ -358,13 +358,12 @@ impl Builder<'_> {
         });
     }
 
-    /// Carries a previous condition over unchanged except for its generation.
+    /// Carries a previous condition over unchanged, its `observedGeneration` included: it
+    /// still says what was true at that generation (Flux leaves a condition its failed
+    /// reconcile did not reach as it was).
     fn keep(&mut self, type_: ConditionType) {
         if let Some(prev) = self.previous(type_).cloned() {
-            self.out.push(Condition {
-                observed_generation: self.input.generation,
-                ..prev
-            });
+            self.out.push(prev);
         }
     }
 

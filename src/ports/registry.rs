@@ -162,10 +162,11 @@ pub struct RegistryError {
     pub kind: RegistryErrorKind,
     /// Lower-case, actionable description including the URL or reference.
     pub message: String,
-    /// When the registry answered an error with the distribution spec's error body: the
-    /// request's URL and that body as go-containerregistry words it
-    /// (`<url>: MANIFEST_UNKNOWN: manifest unknown; map[Tag:v1]`), the text Flux's
-    /// source-controller quotes (drop-in mode words its messages with it).
+    /// The failure as go-containerregistry words it, where that is known: for an answer
+    /// with the distribution spec's error body, the method, URL and that body
+    /// (`GET <url>: MANIFEST_UNKNOWN: manifest unknown; map[Tag:v1]`); for a refused
+    /// connection, Go's dial errors of its ping. It is the text Flux's source-controller
+    /// quotes (drop-in mode words its messages with it).
     pub registry_text: Option<String>,
 }
 

@@ -4,9 +4,12 @@
 
 use std::time::Duration;
 
+use super::flux_text;
 use crate::api::conditions::reason;
 use crate::api::validate::InvalidSpec;
 use crate::api::Flavour;
+use crate::domain::desired::VerifyRequest;
+use crate::domain::reference::RepositoryUrl;
 use crate::domain::status::{Disposition, Event, EventType, FailedStep, Failure};
 use crate::domain::verification::PolicyError;
 use crate::pipeline::{PipelineError, PipelineErrorKind};
@@ -108,19 +111,30 @@ impl ReconcileError {
     /// Flux's source-controller's message for this error, where ocisource words it
     /// differently and Flux's text is known (tests/cluster_drop_in_failures.rs compares
     /// the two controllers); `None` where [`chain`] is already Flux's text or Flux's
-    /// comes from go-containerregistry (see the README's drop-in section).
-    pub fn flux_message(&self, url: &str) -> Option<String> {
+    /// comes from go-containerregistry (see the README's drop-in section). `reference` is
+    /// the resolved reference as Flux prints it (`host/repo:tag`), `keys` says whether
+    /// `spec.verify` names public keys.
+    pub fn flux_message(&self, url: &str, reference: Option<&str>, keys: bool) -> Option<String> {
         match self {
             Self::InvalidSpec(e) if e.reason() == reason::URL_INVALID => flux_url_problem(url)
                 .map(|problem| format!("URL validation failed for '{url}': {problem}")),
-            // go-containerregistry's HEAD failed and its GET fallback's error is quoted.
+            // go-containerregistry's words: its GET fallback's error, or its ping's dial errors.
             Self::Pipeline(PipelineError::Resolve { source, .. }) => source
                 .registry_text
                 .as_ref()
-                .map(|text| format!("failed to determine artifact digest: GET {text}")),
+                .map(|text| format!("failed to determine artifact digest: {text}")),
             Self::Pipeline(PipelineError::NoMatchingTag { url, range, .. }) => Some(format!(
                 "failed to determine the artifact tag for '{url}': no match found for semver: {range}"
             )),
+            // With public keys, source-controller tries each and drops its error: whatever
+            // failed (no signature, a bad one, the registry), it reports no match.
+            Self::Verify(e) if keys && e.kind() != VerifyFailureKind::Spec => {
+                reference.map(|r| {
+                    format!(
+                        "failed to verify the signature using provider 'cosign': no matching signatures were found for '{r}'"
+                    )
+                })
+            }
             Self::Secret {
                 field: "spec.secretRef",
                 source: SecretsError::NotFound { namespace, name },
@@ -148,18 +162,23 @@ impl ReconcileError {
         }
     }
 
-    /// The failure (of the object with `spec.url` `url`) as the status fold wants it,
-    /// worded for `flavour`: Flux's own kind
+    /// The failure (of the object with `spec.url` `url` and `verify`, its checked
+    /// `spec.verify`) as the status fold wants it, worded for `flavour`: Flux's own kind
     /// carries Flux's message where [`Self::flux_message`] knows it.
     pub fn failure_as(
         &self,
         flavour: &Flavour,
         url: &str,
         new_revision: Option<String>,
+        verify: Option<&VerifyRequest>,
     ) -> Failure {
+        let reference = new_revision
+            .as_deref()
+            .and_then(|r| Some(flux_text::reference(&RepositoryUrl::parse(url).ok()?, r)));
         let mut failure = self.failure(new_revision);
         if let Flavour::Flux(_) = flavour {
-            if let Some(message) = self.flux_message(url) {
+            let keys = verify.is_some_and(|v| v.secret.is_some());
+            if let Some(message) = self.flux_message(url, reference.as_deref(), keys) {
                 failure.message = message;
             }
             // A registry's 401/403 is a pull failure to Flux (AuthenticationFailed is
@@ -255,11 +274,11 @@ mod tests {
             tags: 1,
         });
         assert_eq!(
-            no_match.failure_as(&flux(), "oci://r/app", None).message,
+            no_match.failure_as(&flux(), "oci://r/app", None, None).message,
             "failed to determine the artifact tag for 'oci://r/app': no match found for semver: >=9.0.0"
         );
         assert!(no_match
-            .failure_as(&Flavour::Ocisource, "oci://r/app", None)
+            .failure_as(&Flavour::Ocisource, "oci://r/app", None, None)
             .message
             .contains("no tag matches semver range '>=9.0.0' (1 tags listed)"));
         let secret = ReconcileError::Secret {
@@ -270,12 +289,12 @@ mod tests {
             },
         };
         assert_eq!(
-            secret.failure_as(&flux(), "oci://r/app", None).message,
+            secret.failure_as(&flux(), "oci://r/app", None, None).message,
             "failed to get credential: failed to get secret 'ns/absent': secrets \"absent\" not found"
         );
         assert_eq!(
             secret
-                .failure_as(&Flavour::Ocisource, "oci://r/app", None)
+                .failure_as(&Flavour::Ocisource, "oci://r/app", None, None)
                 .message,
             "failed to read spec.secretRef: secret 'ns/absent' not found"
         );
@@ -285,7 +304,7 @@ mod tests {
     fn the_flux_flavour_quotes_go_containerregistrys_url_problems() {
         let message = |url: &str| {
             ReconcileError::InvalidSpec(InvalidSpec::url("bad"))
-                .failure_as(&flux(), url, None)
+                .failure_as(&flux(), url, None, None)
                 .message
         };
         assert_eq!(
@@ -312,12 +331,14 @@ mod tests {
             source: RegistryError::new(RegistryErrorKind::Unauthorized, "401"),
         });
         assert_eq!(
-            refused.failure_as(&flux(), "oci://r/app", None).reason,
+            refused
+                .failure_as(&flux(), "oci://r/app", None, None)
+                .reason,
             "OCIArtifactPullFailed"
         );
         assert_eq!(
             refused
-                .failure_as(&Flavour::Ocisource, "oci://r/app", None)
+                .failure_as(&Flavour::Ocisource, "oci://r/app", None, None)
                 .reason,
             "AuthenticationFailed"
         );

@@ -11,6 +11,7 @@ pub mod cloud;
 pub mod context;
 pub mod credentials;
 pub mod error;
+pub mod flux_text;
 pub mod progress;
 pub mod source;
 
@@ -270,7 +271,12 @@ pub async fn reconcile_as(
         Err(f) => {
             let failure = Failure {
                 verification: f.verification,
-                ..f.error.failure_as(flavour, &obj.spec.url, f.revision)
+                ..f.error.failure_as(
+                    flavour,
+                    &obj.spec.url,
+                    f.revision,
+                    desired.as_ref().ok().and_then(|d| d.verify.as_ref()),
+                )
             };
             (Outcome::Failed(failure), None, Some(f.error))
         }
@@ -291,8 +297,19 @@ pub async fn reconcile_as(
         &announcer.shown,
         now,
     );
-    if let (Flavour::Flux(_), Some(e)) = (flavour, &error) {
-        flux_reconciling_message(&mut decision.conditions, e, previous.artifact.is_none());
+    if let (Flavour::Flux(_), Outcome::Failed(failure)) = (flavour, &outcome) {
+        if failure.disposition == Disposition::Retry {
+            let message = flux_text::reconciling_message(flux_text::Retried {
+                observed_generation: previous.observed_generation,
+                generation,
+                stored_revision: previous.artifact.as_ref().map(|a| a.revision.as_str()),
+                resolved: failure.new_revision.as_deref().and_then(|r| {
+                    let url = &desired.as_ref().ok()?.url;
+                    Some((r, flux_text::reference(url, r)))
+                }),
+            });
+            flux_text::set_reconciling(&mut decision.conditions, &message);
+        }
     }
     // Flux's Trace event comes before the failure's event, recorded when that one is.
     if let Some(trace) = error.as_ref().and_then(ReconcileError::trace_event) {
@@ -353,25 +370,5 @@ pub async fn reconcile_as(
         requeue,
         error,
         pulled,
-    }
-}
-
-/// Flux's Reconciling message while it retries a failure: the progress message it set
-/// before the failing step, `building artifact` when the object has no artifact yet
-/// (source-controller's `reconcileStorage`; tests/cluster_drop_in_failures.rs compares).
-/// With an artifact, ocisource keeps the failure's message there (a known difference).
-fn flux_reconciling_message(
-    conditions: &mut [status::Condition],
-    error: &ReconcileError,
-    no_artifact: bool,
-) {
-    if error.disposition() != Disposition::Retry || !no_artifact {
-        return;
-    }
-    for c in conditions
-        .iter_mut()
-        .filter(|c| c.type_ == status::ConditionType::Reconciling)
-    {
-        c.message = "building artifact".into();
     }
 }

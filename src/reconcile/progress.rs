@@ -78,7 +78,7 @@ impl<'a> Announcer<'a> {
             &self.shown,
             self.previous.artifact.is_some(),
             revision,
-            &reference(url, revision),
+            &super::flux_text::reference(url, revision),
             self.generation,
             self.now,
         ) {
@@ -96,28 +96,5 @@ impl<'a> Announcer<'a> {
         };
         self.progress.show(&status).await;
         self.shown = conditions;
-    }
-}
-
-/// The reference as Flux names it in `new revision '<rev>' for '<ref>'`:
-/// `host/repo:tag`, or `host/repo@sha256:…` for a digest ref.
-fn reference(url: &RepositoryUrl, revision: &str) -> String {
-    let repo = format!("{}/{}", url.host, url.repository);
-    match revision.split_once('@') {
-        Some((tag, _)) => format!("{repo}:{tag}"),
-        None => format!("{repo}@{revision}"),
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reference_names_the_tag_or_the_digest() {
-        let url = RepositoryUrl::parse("oci://r.io:5000/team/app").unwrap();
-        assert_eq!(reference(&url, "v1@sha256:ab"), "r.io:5000/team/app:v1");
-        assert_eq!(reference(&url, "sha256:ab"), "r.io:5000/team/app@sha256:ab");
     }
 }

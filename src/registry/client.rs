@@ -15,7 +15,7 @@ use reqwest::header::{HeaderValue, AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE}
 
 use super::auth::{parse_challenge, AuthState, Authorization, Challenge};
 use super::body::read_capped;
-use super::diagnostic::{render, MAX_ERROR_BODY};
+use super::diagnostic::{dial_refused, render, MAX_ERROR_BODY};
 use super::failure::{err, unauthorized, Cause, TransportFailure};
 use super::origin::{BoundCredential, Origin};
 use super::retry::{retryable_status, RetryPolicy};
@@ -393,15 +393,20 @@ impl RegistryClient {
             }
             _ => format!("failed to {what} {shown} after {attempt} attempt(s): {msg}"),
         };
-        Some(err(f.cause.kind(), message))
+        let go_text = match f.cause {
+            Cause::Refused => dial_refused(self.fallback.host(), self.fallback.allowed()),
+            _ => None,
+        };
+        Some(err(f.cause.kind(), message).with_registry_text(go_text))
     }
 }
 
 /// A failed answer's error body, when it is the distribution spec's, as
-/// go-containerregistry words it after the request's URL `shown` (see `diagnostic.rs`).
+/// go-containerregistry words it after the method and the request's URL `shown` (see
+/// `diagnostic.rs`; only a GET has a body to read).
 async fn registry_text(shown: &str, resp: reqwest::Response) -> Option<String> {
     let body = read_capped(resp, MAX_ERROR_BODY, "read the error answer of", shown)
         .await
         .ok()?;
-    render(&body).map(|d| format!("{shown}: {d}"))
+    render(&body).map(|d| format!("GET {shown}: {d}"))
 }

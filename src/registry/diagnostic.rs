@@ -2,8 +2,12 @@
 //! read from a failed answer and worded as go-containerregistry words it
 //! (`transport.Error`: `CODE: message; detail`, the detail printed as Go's `%v` prints the
 //! `interface{}` JSON decodes into). Flux's source-controller quotes that text in its
-//! conditions, so drop-in mode can say exactly what Flux says. Our own code because the
-//! rendering is Go's `fmt` on decoded JSON, which no crate reproduces; it is small.
+//! conditions, so drop-in mode can say exactly what Flux says. Also Go's words for a
+//! refused connection, as go-containerregistry's ping reports it ([`dial_refused`]).
+//! Our own code because the rendering is Go's `fmt` on decoded JSON and Go's `net`
+//! errors, which no crate reproduces; it is small.
+
+use std::net::{IpAddr, SocketAddr};
 
 use serde_json::Value;
 
@@ -21,6 +25,34 @@ pub(crate) fn render(body: &[u8]) -> Option<String> {
         [one] => Some(one.clone()),
         many => Some(format!("multiple errors returned: {}", many.join("; "))),
     }
+}
+
+/// What go-containerregistry's ping of `host` says when every connection is refused:
+/// `Get "https://HOST/v2/": dial tcp ADDR: connect: connection refused`, then the same for
+/// `http://` when it falls back to plain HTTP (`plain_too`: Flux's `insecure`, or a local
+/// or private host), joined with `; `. `None` unless `host` is an IP address (with or
+/// without a port): for a name, Go's text carries the address its resolver picked.
+pub(crate) fn dial_refused(host: &str, plain_too: bool) -> Option<String> {
+    let (ip, port): (IpAddr, Option<u16>) = match host.parse::<SocketAddr>() {
+        Ok(sa) => (sa.ip(), Some(sa.port())),
+        Err(_) => (
+            host.trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse()
+                .ok()?,
+            None,
+        ),
+    };
+    let one = |scheme: &str, default_port: u16| {
+        let addr = SocketAddr::new(ip, port.unwrap_or(default_port));
+        format!("Get \"{scheme}://{host}/v2/\": dial tcp {addr}: connect: connection refused")
+    };
+    let mut text = one("https", 443);
+    if plain_too {
+        text.push_str("; ");
+        text.push_str(&one("http", 80));
+    }
+    Some(text)
 }
 
 /// One `{code, message, detail}` entry: `CODE: message`, then `; detail` when present.
@@ -128,5 +160,36 @@ mod tests {
         }
         assert_eq!(go_float(1.5e-5), "1.5e-05");
         assert_eq!(go_float(0.25), "0.25");
+    }
+
+    #[test]
+    fn refused_connections_are_worded_as_go_dials() {
+        // Checked whole against source-controller's condition by
+        // tests/cluster_drop_in_after.rs (registry-gone).
+        let refused = |url: &str, addr: &str| {
+            format!("Get \"{url}\": dial tcp {addr}: connect: connection refused")
+        };
+        assert_eq!(
+            dial_refused("127.0.0.1:5000", true).unwrap(),
+            format!(
+                "{}; {}",
+                refused("https://127.0.0.1:5000/v2/", "127.0.0.1:5000"),
+                refused("http://127.0.0.1:5000/v2/", "127.0.0.1:5000")
+            )
+        );
+        assert_eq!(
+            dial_refused("203.0.113.7", false).unwrap(),
+            refused("https://203.0.113.7/v2/", "203.0.113.7:443")
+        );
+        assert_eq!(
+            dial_refused("[::1]", true).unwrap(),
+            format!(
+                "{}; {}",
+                refused("https://[::1]/v2/", "[::1]:443"),
+                refused("http://[::1]/v2/", "[::1]:80")
+            )
+        );
+        // A name: Go's text names the address its resolver picked, unknown here.
+        assert_eq!(dial_refused("registry.example:5000", true), None);
     }
 }

@@ -53,8 +53,9 @@ pub(crate) enum Cause {
     SpeaksTls,
     /// The host name does not exist.
     NoSuchHost,
-    /// The connection could not be made or broke (refused, reset, a DNS failure that
-    /// may heal).
+    /// The host refused the connection (nothing listens on the port).
+    Refused,
+    /// The connection could not be made or broke (reset, a DNS failure that may heal).
     Connect,
     /// No answer in time.
     Timeout,
@@ -112,6 +113,7 @@ impl Cause {
             }
             match io.kind() {
                 std::io::ErrorKind::TimedOut => return Some(Self::Timeout),
+                std::io::ErrorKind::ConnectionRefused if sending => return Some(Self::Refused),
                 std::io::ErrorKind::InvalidData if sending => return Some(Self::Tls),
                 _ => {}
             }
@@ -135,7 +137,7 @@ impl Cause {
     /// refused. Refused connections, resets, timeouts and DNS failures that may heal are
     /// retried.
     pub(crate) fn retryable(self) -> bool {
-        matches!(self, Self::Connect | Self::Timeout)
+        matches!(self, Self::Refused | Self::Connect | Self::Timeout)
     }
 
     /// The kind of registry error this cause ends in.
@@ -144,7 +146,7 @@ impl Cause {
             Self::CertificateName | Self::Tls | Self::NotTls | Self::SpeaksTls => {
                 RegistryErrorKind::Tls
             }
-            Self::NoSuchHost | Self::Connect => RegistryErrorKind::Connect,
+            Self::NoSuchHost | Self::Refused | Self::Connect => RegistryErrorKind::Connect,
             Self::Timeout => RegistryErrorKind::Timeout,
             Self::RedirectRefused => RegistryErrorKind::Protocol,
         }

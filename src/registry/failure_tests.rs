@@ -141,7 +141,7 @@ async fn a_refused_connection_is_a_retryable_connect_failure() {
     let host = closed.local_addr().unwrap().to_string();
     drop(closed);
     let f = failure_of(&format!("https://{host}/v2/"), &RegistryOptions::default()).await;
-    assert_eq!(f.cause, Cause::Connect, "{}", f.message);
+    assert_eq!(f.cause, Cause::Refused, "{}", f.message);
     assert_eq!(f.cause.kind(), RegistryErrorKind::Connect);
     assert!(f.cause.retryable());
 }

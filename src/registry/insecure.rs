@@ -168,6 +168,11 @@ impl Fallback {
         }
     }
 
+    /// The registry's `host[:port]`.
+    pub(crate) fn host(&self) -> &str {
+        &self.host
+    }
+
     /// Whether plain HTTP may follow HTTPS for this host.
     pub(crate) fn allowed(&self) -> bool {
         self.allowed

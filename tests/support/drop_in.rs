@@ -1,6 +1,8 @@
 //! What the drop-in tests share (tests/cluster_drop_in*.rs): Flux's own OCIRepository
 //! kind as YAML, the sharding label, and the chart values of drop-in mode.
 
+pub mod compare;
+
 use std::time::Duration;
 
 use serde_json::{json, Value};
