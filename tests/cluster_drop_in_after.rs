@@ -11,7 +11,7 @@
 //! - a signature that the Secret's public key does not verify.
 //!
 //! The conditions, `status.observedGeneration` and the presence of an artifact must be
-//! equal, messages included, but for a case's named `Exception`.
+//! equal, messages included.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[allow(dead_code)] // the signature helpers also serve the e2e_verify tests
@@ -20,7 +20,7 @@ mod cosign;
 mod support;
 
 use support::cluster::{ready_now, Env};
-use support::drop_in::compare::{compare, object, spec, Case, Exception};
+use support::drop_in::compare::{compare, object, spec, Case};
 use support::drop_in::{
     configmap_yaml, drop_in_values, source_controller_runs, FLUX_LAYER, FLUX_OCI, WAIT,
 };
@@ -66,12 +66,10 @@ async fn failures_after_an_artifact_and_wrong_keys_get_source_controllers_status
         Case {
             name: "new-generation",
             spec: spec(&url, v1),
-            exception: Exception::None,
         },
         Case {
             name: "registry-gone",
             spec: spec(&gone_url, v1),
-            exception: Exception::None,
         },
         Case {
             name: "wrong-key",
@@ -79,7 +77,6 @@ async fn failures_after_an_artifact_and_wrong_keys_get_source_controllers_status
                 &url,
                 "  ref:\n    tag: v1\n  verify:\n    provider: cosign\n    secretRef:\n      name: other-key\n",
             ),
-            exception: Exception::None,
         },
     ];
     for case in &cases {

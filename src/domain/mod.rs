@@ -18,6 +18,7 @@ pub mod names;
 pub mod reference;
 pub mod requeue;
 pub mod secret;
+pub mod semver_masterminds;
 pub mod semver_range;
 pub mod status;
 pub mod verification;

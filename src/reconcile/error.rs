@@ -9,7 +9,8 @@ use crate::api::conditions::reason;
 use crate::api::validate::InvalidSpec;
 use crate::api::Flavour;
 use crate::domain::desired::VerifyRequest;
-use crate::domain::reference::RepositoryUrl;
+use crate::domain::reference::{RefError, RepositoryUrl};
+use crate::domain::semver_masterminds::constraint_error;
 use crate::domain::status::{Disposition, Event, EventType, FailedStep, Failure};
 use crate::domain::verification::PolicyError;
 use crate::pipeline::{PipelineError, PipelineErrorKind};
@@ -123,6 +124,13 @@ impl ReconcileError {
                 .registry_text
                 .as_ref()
                 .map(|text| format!("failed to determine artifact digest: {text}")),
+            // Masterminds/semver's refusal, where it would refuse the range too.
+            Self::Pipeline(PipelineError::Semver {
+                url,
+                source: RefError::Semver { range, .. },
+            }) => constraint_error(range).map(|e| {
+                format!("failed to determine the artifact tag for '{url}': semver '{range}' parse error: {e}")
+            }),
             Self::Pipeline(PipelineError::NoMatchingTag { url, range, .. }) => Some(format!(
                 "failed to determine the artifact tag for '{url}': no match found for semver: {range}"
             )),

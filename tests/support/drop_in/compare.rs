@@ -7,77 +7,10 @@ use serde_json::Value;
 use super::{FLUX_OCI, SHARD, WAIT};
 use crate::support::cluster::{condition, has_condition, Cluster};
 
-/// A known, asserted difference between the two controllers' status for one case: the
-/// FetchFailed, Ready (and Stalled) messages differ, Flux's having the shape asserted here; every
-/// other field (types, statuses, reasons, observed generations, artifact) is still equal.
-#[derive(Clone, Copy, PartialEq, Debug)]
-pub enum Exception {
-    /// None: the statuses are equal.
-    None,
-    /// Flux quotes Masterminds/semver's parse error (`semver 'R' parse error: improper
-    /// constraint: R`); ocisource's range parser words its own (`invalid spec.ref.semver
-    /// 'R': …`). Which ranges Masterminds refuses, and how, is its grammar, not ours.
-    SemverText,
-}
-
-impl Exception {
-    /// True when Flux's message has the shape this exception names.
-    pub fn flux_shape(self, text: &str) -> bool {
-        match self {
-            Self::None => true,
-            Self::SemverText => {
-                text.starts_with("failed to determine the artifact tag for 'oci://")
-                    && text.contains("' parse error: improper constraint: ")
-            }
-        }
-    }
-}
-
-/// Checks the named differences of `case` in both views and blanks them, so the rest can
-/// be compared whole; returns what did not have the expected shape.
-pub fn apply_exceptions(case: &Case, flux: &mut Value, ours: &mut Value) -> Vec<String> {
-    let mut wrong = Vec::new();
-    if case.exception != Exception::None {
-        for type_ in ["FetchFailed", "Ready", "Stalled"] {
-            let f = message_of(flux, type_).map(|m| m.clone());
-            if type_ == "Stalled" && f.is_none() {
-                continue;
-            }
-            let shaped = f
-                .as_ref()
-                .and_then(Value::as_str)
-                .is_some_and(|t| case.exception.flux_shape(t));
-            if !shaped {
-                wrong.push(format!(
-                    "{type_}: Flux's message {f:?} is not the excepted shape"
-                ));
-            }
-            if let (Some(f), Some(o)) = (f, message_of(ours, type_)) {
-                if *o == f {
-                    wrong.push(format!("{type_}: now equal, remove the exception"));
-                }
-                *o = f;
-            }
-        }
-    }
-    wrong
-}
-
-/// One failing spec: the object's name stem, its `spec` (YAML, indented two spaces) and
-/// the exception it is allowed.
+/// One failing spec: the object's name stem and its `spec` (YAML, indented two spaces).
 pub struct Case {
     pub name: &'static str,
     pub spec: String,
-    pub exception: Exception,
-}
-
-/// The message of condition `type_` in a [`failure_view`].
-pub fn message_of<'a>(view: &'a mut Value, type_: &str) -> Option<&'a mut Value> {
-    view["conditions"]
-        .as_array_mut()?
-        .iter_mut()
-        .find(|c| c["type"] == type_)
-        .map(|c| &mut c["message"])
 }
 
 /// A Flux OCIRepository named `name` with `spec` and the sharding label `shard`
@@ -168,7 +101,7 @@ pub fn failed(o: &Value) -> bool {
 }
 
 /// The failure views of `NAME-flux` and `NAME-ours` (NAME: the case's name), once both
-/// failed, compared but for the case's exception: `None` when equal, else a diff.
+/// failed: `None` when they are equal, messages included, else a diff.
 pub fn compare(cluster: &Cluster, ns: &str, case: &Case) -> Option<String> {
     let get = |who: &str| {
         let name = format!("{}-{who}", case.name);
@@ -176,15 +109,12 @@ pub fn compare(cluster: &Cluster, ns: &str, case: &Case) -> Option<String> {
         let text = failure_view(&o).to_string().replace(&name, case.name);
         serde_json::from_str::<Value>(&text).unwrap()
     };
-    let (mut flux, mut ours) = (get("flux"), get("ours"));
-    let (flux_raw, ours_raw) = (flux.clone(), ours.clone());
-    let wrong = apply_exceptions(case, &mut flux, &mut ours);
-    (flux != ours || !wrong.is_empty()).then(|| {
+    let (flux, ours) = (get("flux"), get("ours"));
+    (flux != ours).then(|| {
         format!(
-            "case {} ({:?}): {wrong:?}\n- source-controller, + ocisource\n{}",
+            "case {}:\n- source-controller, + ocisource\n{}",
             case.name,
-            case.exception,
-            diff(&flux_raw, &ours_raw)
+            diff(&flux, &ours)
         )
     })
 }
