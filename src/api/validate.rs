@@ -174,11 +174,13 @@ pub fn desired(spec: &OciRepositorySpec, flavour: &Flavour) -> Result<Desired, I
             );
         }
     }
-    let written_media_type = spec
+    // Empty is unset, as in Flux (`GetLayerMediaType() == ""` takes the first layer).
+    let media_type = spec
         .layer_selector
         .as_ref()
-        .and_then(|s| s.media_type.as_deref());
-    if let Some(m) = written_media_type {
+        .and_then(|s| s.media_type.as_deref())
+        .filter(|m| !m.is_empty());
+    if let Some(m) = media_type {
         if !m.contains('/') || m.trim() != m {
             p.bad(
                 "spec.layerSelector.mediaType",
@@ -186,7 +188,6 @@ pub fn desired(spec: &OciRepositorySpec, flavour: &Flavour) -> Result<Desired, I
             );
         }
     }
-    let media_type = written_media_type.filter(|m| !m.is_empty());
     // Reported by field above when the digest or tag is bad; `spec.ref` otherwise.
     let reference = if p.errors.iter().any(|e| e.field.starts_with("spec.ref.")) {
         None

@@ -74,7 +74,8 @@ fn semver_ranges_never_stall(#[case] range: &str) {
 #[case("verify: {matchOIDCIdentity: [{issuer: 'x', subject: '['}]}", &["spec.verify.matchOIDCIdentity.subject"])]
 #[case("ignore: \"{a\"", &["spec.ignore"])]
 #[case("platform: linux", &["spec.platform"])]
-#[case("layerSelector: {mediaType: ''}", &["spec.layerSelector.mediaType"])]
+#[case("layerSelector: {mediaType: ''}", &[])]
+#[case("layerSelector: {mediaType: 'tar'}", &["spec.layerSelector.mediaType"])]
 #[case("interval: 0s", &["spec.interval"])]
 #[case("timeout: 1h", &["spec.timeout"])]
 #[case("secretRef: {name: ''}, timeout: 0s", &["spec.timeout", "spec.secretRef.name"])]
@@ -163,6 +164,14 @@ fn defaults_apply_when_fields_are_unset() {
 fn the_flavour_decides_the_layer_choice_and_its_annotations_are_checked() {
     let s = spec("url: oci://r.io/a");
     assert!(desired(&s, &flux(&[])).unwrap().layers.first_only);
+    // An empty media type is no media type, as in Flux: the same layer choice.
+    let empty = spec("url: oci://r.io/a, layerSelector: {mediaType: ''}");
+    for kind in [flux(&[]), Flavour::Ocisource] {
+        assert_eq!(
+            desired(&empty, &kind).unwrap().layers,
+            desired(&s, &kind).unwrap().layers
+        );
+    }
     let all = flux(&[("ocisource.dev/layers", "all")]);
     assert!(!desired(&s, &all).unwrap().layers.first_only);
     let bad = flux(&[("ocisource.dev/layers", "some")]);
