@@ -127,12 +127,18 @@ async fn apply<K: SourceKind>(
     if showing.patched.load(Ordering::Relaxed) || view.status.as_ref() != Some(&report.status) {
         write_status().await?;
     }
-    publish_events(&kctx, &obj.object_ref(&()), obj.meta(), &report.events).await;
-    if K::EXTERNAL_ARTIFACT && kctx.external_artifact {
-        let mut updated = view.clone();
-        updated.status = Some(report.status.clone());
-        external_artifact::publish(&kctx, &updated).await;
-    }
+    // The Events and the ExternalArtifact do not depend on each other: written at once,
+    // the reconcile waits for the slower of the two, not their sum.
+    let reference = obj.object_ref(&());
+    let events = publish_events(&kctx, &reference, obj.meta(), &report.events);
+    let external = async {
+        if K::EXTERNAL_ARTIFACT && kctx.external_artifact {
+            let mut updated = view.clone();
+            updated.status = Some(report.status.clone());
+            external_artifact::publish(&kctx, &updated).await;
+        }
+    };
+    tokio::join!(events, external);
     Ok(match report.requeue {
         Requeue::After(d) => Action::requeue(d),
         Requeue::AwaitChange => Action::await_change(),
