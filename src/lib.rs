@@ -35,4 +35,6 @@ pub mod fuzzing {
     pub fn valid_reference(reference: &str) -> bool {
         crate::domain::reference::valid_reference(reference)
     }
+
+    pub use crate::server::artifact_reply;
 }

@@ -1,15 +1,17 @@
-//! The HTTP side of the controller (axum): serves stored artifacts read-only by their
-//! relative path, plus `/healthz`, `/readyz` and Prometheus `/metrics`. Artifact requests
-//! never list directories, never leave the storage root (no `..`, no absolute or
-//! percent-encoded paths, no symlink escapes), never expose temp files (names starting
-//! with `.`) and serve regular files only: the file is opened non-blocking and checked
-//! through its handle, so a FIFO or device in the store is a 404, not a hung request.
-//! Files are streamed in chunks, never read whole, with a static file server's HTTP
-//! semantics (`artifact`: ranges, `Last-Modified`, `ETag`, 304). [`serve`] runs the routes on a
-//! listener with timeouts, a connection cap and a bounded shutdown. This module imports
-//! no reconciler code; the reconciler feeds [`Metrics`].
+//! The HTTP side of the controller: stored artifacts served read-only by their relative
+//! path on the artifact listener (`files`: an HTTP/1.1 server of its own, bodies by
+//! `sendfile`), and `/healthz`, `/readyz` and Prometheus `/metrics` on their own listeners
+//! (axum, through `listen`). Artifact requests never list directories, never leave the
+//! storage root (no `..`, no absolute or percent-encoded paths, no symlink escapes), never
+//! expose temp files (names starting with `.`) and serve regular files only: the file is
+//! opened non-blocking and checked through its handle, so a FIFO or device in the store is
+//! a 404, not a hung request. Files are never read whole, and are answered with a static
+//! file server's HTTP semantics (`artifact`: ranges, `Last-Modified`, `ETag`, 304). Every
+//! listener has timeouts, a connection cap and a bounded shutdown (`listen`). This module
+//! imports no reconciler code; the reconciler feeds [`Metrics`].
 
 mod artifact;
+mod files;
 mod listen;
 mod metrics;
 
@@ -17,22 +19,17 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::extract::State;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
+#[cfg(feature = "fuzzing")]
+pub use files::artifact_reply;
+pub use files::{serve_artifacts, MAX_HEAD};
 pub use listen::{serve, Limits};
 pub use metrics::Metrics;
-
-/// The artifact routes only: what the artifact listener serves. `storage_root` is the
-/// artifact storage directory.
-pub fn artifact_router(storage_root: PathBuf) -> Router {
-    Router::new()
-        .fallback(artifact)
-        .with_state(Arc::new(artifact::Root::new(storage_root)))
-}
 
 /// The probes only: `/healthz`, and `/readyz` (200 once `ready` is true).
 pub fn health_router(ready: Arc<AtomicBool>) -> Router {
@@ -49,12 +46,11 @@ pub fn metrics_router(metrics: Arc<Metrics>) -> Router {
         .with_state(metrics)
 }
 
-/// The three route sets on one router, for one-listener setups (the one-shot tests and
-/// embedders); the controller serves each on its own listener.
-pub fn router(storage_root: PathBuf, ready: Arc<AtomicBool>, metrics: Arc<Metrics>) -> Router {
-    health_router(ready)
-        .merge(metrics_router(metrics))
-        .merge(artifact_router(storage_root))
+/// The probes and `/metrics` on one router, for one-listener setups (tests and
+/// embedders); the controller serves each on its own listener, and artifacts always on
+/// theirs ([`serve_artifacts`]).
+pub fn router(ready: Arc<AtomicBool>, metrics: Arc<Metrics>) -> Router {
+    health_router(ready).merge(metrics_router(metrics))
 }
 
 async fn readyz(State(ready): State<Arc<AtomicBool>>) -> Response {
@@ -68,26 +64,6 @@ async fn readyz(State(ready): State<Arc<AtomicBool>>) -> Response {
 async fn render_metrics(State(metrics): State<Arc<Metrics>>) -> Response {
     let content_type = HeaderValue::from_static(metrics::CONTENT_TYPE);
     ([(header::CONTENT_TYPE, content_type)], metrics.render()).into_response()
-}
-
-async fn artifact(State(root): State<Arc<artifact::Root>>, request: Request) -> Response {
-    let method = request.method().clone();
-    if method != Method::GET && method != Method::HEAD {
-        return (
-            StatusCode::METHOD_NOT_ALLOWED,
-            [(header::ALLOW, "GET, HEAD")],
-        )
-            .into_response();
-    }
-    let Some(relative) = safe_relative(request.uri().path()) else {
-        return not_found();
-    };
-    let (parts, _) = request.into_parts();
-    artifact::serve(root, relative, method, parts.headers).await
-}
-
-fn not_found() -> Response {
-    (StatusCode::NOT_FOUND, "not found").into_response()
 }
 
 /// The request path as a relative path, if every component is a plain, visible name.

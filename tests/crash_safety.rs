@@ -17,11 +17,9 @@ mod support;
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ocisource::server::{router, serve, Limits, Metrics};
+use ocisource::server::{serve_artifacts, Limits};
 use support::oneshot::{self, Rng};
 use support::{sha256, tar_gz, RegistryOpts, TestRegistry};
 
@@ -114,14 +112,9 @@ async fn sigkill_at_random_points_never_loses_or_corrupts_the_published_artifact
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let routes = router(
-        storage.clone(),
-        Arc::new(AtomicBool::new(true)),
-        Arc::new(Metrics::new()),
-    );
-    tokio::spawn(serve(
+    tokio::spawn(serve_artifacts(
         listener,
-        routes,
+        storage.clone(),
         Limits::default(),
         std::future::pending(),
     ));

@@ -301,10 +301,12 @@ async fn consumer_fetches_the_artifact_url_from_the_server() {
     std::fs::create_dir_all(&storage).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let metrics = std::sync::Arc::new(ocisource::server::Metrics::new());
-    let ready = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let router = ocisource::server::router(storage.clone(), ready, metrics);
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    tokio::spawn(ocisource::server::serve_artifacts(
+        listener,
+        storage.clone(),
+        ocisource::server::Limits::default(),
+        std::future::pending(),
+    ));
 
     let f = write(
         dir.path(),

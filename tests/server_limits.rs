@@ -1,8 +1,10 @@
-//! The artifact server against hostile clients, over real TCP through `server::serve`:
-//! 200 slowloris connections are closed by the header-read timeout; a client that stops
-//! reading a download is dropped by the idle timeout; the connection cap makes the next
-//! client wait; a FIFO in the store is a 404, not a hung request; and shutdown returns
-//! within the grace period while slow clients are still connected.
+//! The listeners against hostile clients, over real TCP: the artifact listener
+//! (`server::serve_artifacts`) and, where it applies too, the probe and metrics listeners
+//! (`server::serve` under a router). 200 slowloris connections are closed by the
+//! header-read timeout; an endless request head is refused; a client that stops reading a
+//! download is dropped by the idle timeout; the connection cap makes the next client wait;
+//! a FIFO in the store is a 404, not a hung request; and shutdown returns within the grace
+//! period while slow clients are still connected.
 //!
 //! Timeouts here are hang guards (a broken server fails the test instead of blocking it),
 //! never assertions about speed.
@@ -15,7 +17,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ocisource::server::{router, serve, Limits, Metrics};
+use ocisource::server::{router, serve, serve_artifacts, Limits, Metrics, MAX_HEAD};
+use rstest::rstest;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::oneshot;
@@ -24,6 +27,27 @@ use tokio::task::JoinHandle;
 const GUARD: Duration = Duration::from_secs(30);
 const BIG: &str = "ocirepository/ns/app/big.tar.gz";
 const BIG_LEN: usize = 16 << 20;
+/// A small file on the artifact listener.
+const SMALL: &str = "/ocirepository/ns/app/small.tar.gz";
+
+/// Which listener a test runs against.
+#[derive(Clone, Copy, Debug)]
+enum Listener {
+    /// The artifact listener (`serve_artifacts`).
+    Artifacts,
+    /// A router listener (`serve`), probes and metrics.
+    Router,
+}
+
+impl Listener {
+    /// A path that answers 200 on this listener.
+    fn ok_path(self) -> &'static str {
+        match self {
+            Self::Artifacts => SMALL,
+            Self::Router => "/healthz",
+        }
+    }
+}
 
 struct Server {
     addr: SocketAddr,
@@ -34,22 +58,34 @@ struct Server {
 
 impl Server {
     async fn start(limits: Limits) -> Self {
+        Self::start_as(Listener::Artifacts, limits).await
+    }
+
+    async fn start_as(kind: Listener, limits: Limits) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let big = dir.path().join(BIG);
         std::fs::create_dir_all(big.parent().unwrap()).unwrap();
         std::fs::write(&big, vec![7u8; BIG_LEN]).unwrap();
+        std::fs::write(dir.path().join(&SMALL[1..]), b"small").unwrap();
         mkfifo(&dir.path().join("ocirepository/ns/app/fifo.tar.gz"));
-        let routes = router(
-            dir.path().to_path_buf(),
-            Arc::new(AtomicBool::new(true)),
-            Arc::new(Metrics::new()),
-        );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve(listener, routes, limits, async {
+        let stopped = async {
             let _ = stopped.await;
-        }));
+        };
+        let task = match kind {
+            Listener::Artifacts => tokio::spawn(serve_artifacts(
+                listener,
+                dir.path().to_path_buf(),
+                limits,
+                stopped,
+            )),
+            Listener::Router => {
+                let routes = router(Arc::new(AtomicBool::new(true)), Arc::new(Metrics::new()));
+                tokio::spawn(serve(listener, routes, limits, stopped))
+            }
+        };
         Self {
             addr,
             stop: Some(stop),
@@ -120,14 +156,18 @@ async fn small_window_client(addr: SocketAddr) -> TcpStream {
     socket.connect(addr).await.unwrap()
 }
 
+#[rstest]
+#[case(Listener::Artifacts)]
+#[case(Listener::Router)]
 #[tokio::test]
-async fn slowloris_connections_are_closed_by_the_header_timeout() {
-    let server = Server::start(limits(1, 60, 256)).await;
+async fn slowloris_connections_are_closed_by_the_header_timeout(#[case] kind: Listener) {
+    let server = Server::start_as(kind, limits(1, 60, 256)).await;
+    let path = kind.ok_path();
     let mut clients = Vec::new();
     for _ in 0..200 {
         let mut s = TcpStream::connect(server.addr).await.unwrap();
         // Headers that never end.
-        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Slow: a")
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\nX-Slow: a").as_bytes())
             .await
             .unwrap();
         clients.push(s);
@@ -140,9 +180,33 @@ async fn slowloris_connections_are_closed_by_the_header_timeout() {
             "the server answered a request it never received"
         );
     }
-    assert!(get(server.addr, "/healthz")
+    assert!(get(server.addr, path).await.starts_with("HTTP/1.1 200"));
+    server.shut_down().await;
+}
+
+#[tokio::test]
+async fn an_endless_request_head_is_refused_at_its_bound() {
+    let server = Server::start(limits(30, 30, 16)).await;
+    let mut s = TcpStream::connect(server.addr).await.unwrap();
+    s.write_all(format!("GET {SMALL} HTTP/1.1\r\n").as_bytes())
         .await
-        .starts_with("HTTP/1.1 200"));
+        .unwrap();
+    // Header fields past the bound, sent while the server still reads them.
+    let field = format!("X-Pad: {}\r\n", "a".repeat(1000));
+    let mut sent = 0;
+    while sent <= MAX_HEAD {
+        if s.write_all(field.as_bytes()).await.is_err() {
+            break;
+        }
+        sent += field.len();
+    }
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(GUARD, s.read_to_end(&mut out))
+        .await
+        .expect("the server kept reading an endless head");
+    let answer = String::from_utf8_lossy(&out);
+    assert!(answer.starts_with("HTTP/1.1 431 "), "{answer}");
+    assert!(get(server.addr, SMALL).await.starts_with("HTTP/1.1 200"));
     server.shut_down().await;
 }
 
@@ -162,26 +226,22 @@ async fn a_client_that_stops_reading_a_download_is_dropped_when_idle() {
         received < BIG_LEN,
         "the whole {BIG_LEN}-byte body arrived ({received} bytes): the stalled connection was kept"
     );
-    assert!(get(server.addr, "/healthz")
-        .await
-        .starts_with("HTTP/1.1 200"));
+    assert!(get(server.addr, SMALL).await.starts_with("HTTP/1.1 200"));
     server.shut_down().await;
 }
 
+#[rstest]
+#[case(Listener::Artifacts)]
+#[case(Listener::Router)]
 #[tokio::test]
-async fn the_connection_cap_makes_the_next_client_wait() {
-    let server = Server::start(limits(30, 30, 1)).await;
+async fn the_connection_cap_makes_the_next_client_wait(#[case] kind: Listener) {
+    let server = Server::start_as(kind, limits(30, 30, 1)).await;
+    let request = format!("GET {} HTTP/1.1\r\nHost: t\r\n\r\n", kind.ok_path());
     let mut first = TcpStream::connect(server.addr).await.unwrap();
     let mut second = TcpStream::connect(server.addr).await.unwrap();
-    second
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
-        .await
-        .unwrap();
+    second.write_all(request.as_bytes()).await.unwrap();
     // The first connection holds the only slot: its request is served...
-    first
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
-        .await
-        .unwrap();
+    first.write_all(request.as_bytes()).await.unwrap();
     let mut buf = vec![0u8; 4096];
     let n = tokio::time::timeout(GUARD, first.read(&mut buf))
         .await
@@ -219,10 +279,14 @@ async fn a_fifo_in_the_store_is_not_found_and_does_not_hang() {
     server.shut_down().await;
 }
 
+#[rstest]
+#[case(Listener::Artifacts)]
+#[case(Listener::Router)]
 #[tokio::test]
-async fn shutdown_ends_within_the_grace_period_whatever_clients_do() {
-    let server = Server::start(limits(60, 60, 16)).await;
+async fn shutdown_ends_within_the_grace_period_whatever_clients_do(#[case] kind: Listener) {
+    let server = Server::start_as(kind, limits(60, 60, 16)).await;
     let addr = server.addr;
+    let path = kind.ok_path();
     // A stalled download, a half-sent request and an idle kept-alive connection.
     let mut stalled = small_window_client(addr).await;
     stalled
@@ -230,11 +294,11 @@ async fn shutdown_ends_within_the_grace_period_whatever_clients_do() {
         .await
         .unwrap();
     let mut slow = TcpStream::connect(addr).await.unwrap();
-    slow.write_all(b"GET /healthz HTTP/1.1\r\nHo")
+    slow.write_all(format!("GET {path} HTTP/1.1\r\nHo").as_bytes())
         .await
         .unwrap();
     let mut idle = TcpStream::connect(addr).await.unwrap();
-    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+    idle.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
         .await
         .unwrap();
     let mut buf = vec![0u8; 4096];

@@ -355,6 +355,25 @@ def link_seeds(c):
         c.add("link_header", join(h, "https://registry.example:8443/v2/team/app/tags/list?n=10"))
 
 
+def artifact_request_seeds(c):
+    app = "/ocirepository/ns/app"
+    for r in [
+        f"GET {app}/abc.tar.gz HTTP/1.1\r\nHost: s\r\n\r\n",
+        f"HEAD {app}/latest.tar.gz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+        f"GET {app}/abc.tar.gz HTTP/1.1\r\nRange: bytes=2-5\r\nIf-Range: \"x\"\r\n\r\n",
+        f"GET {app}/abc.tar.gz HTTP/1.1\r\nIf-None-Match: *\r\n\r\n",
+        f"GET {app}/abc.tar.gz HTTP/1.1\r\nIf-Modified-Since: Mon, 01 Jan 2001 00:00:00 GMT\r\n\r\n",
+        f"GET {app}/rel.tar.gz HTTP/1.1\r\n\r\n",
+        f"GET {app}/abs.tar.gz HTTP/1.1\r\n\r\n",
+        f"GET {app}/.tmp-1.tar.gz HTTP/1.1\r\n\r\n",
+        f"GET {app}/%2e%2e/x HTTP/1.1\r\n\r\n",
+        f"POST {app}/abc.tar.gz HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        f"GET {app}/abc.tar.gz HTTP/1.1\r\n\r\nGET {app}/latest.tar.gz HTTP/1.1\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost",
+    ]:
+        c.add("artifact_request", r.encode())
+
+
 # ---------------------------------------------------------------- cosign
 
 
@@ -447,6 +466,7 @@ def main():
     docker_config_seeds(corpus)
     auth_seeds(corpus)
     link_seeds(corpus)
+    artifact_request_seeds(corpus)
     cosign_seeds(corpus, root)
     committed = root / "hack" / "fuzz" / "seeds"
     if committed.is_dir():

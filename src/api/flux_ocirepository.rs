@@ -75,6 +75,14 @@ pub struct FluxOptions {
 }
 
 impl Flavour {
+    /// The API group of the kind this flavour reconciles.
+    pub fn api_group(&self) -> &'static str {
+        match self {
+            Self::Ocisource => "ocisource.dev",
+            Self::Flux(_) => "source.toolkit.fluxcd.io",
+        }
+    }
+
     /// True when only the first matching layer is taken (Flux's selection).
     pub fn first_layer_only(&self) -> bool {
         matches!(self, Self::Flux(o) if !o.merge_layers)

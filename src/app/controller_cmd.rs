@@ -29,10 +29,18 @@ use crate::verify::CosignVerifier;
 
 use super::AppError;
 
-/// Binds `addr` and serves `router` there until `stop` changes or closes.
+/// What a listener serves.
+enum Routes {
+    /// Stored artifacts, from this storage root (`server::serve_artifacts`).
+    Artifacts(std::path::PathBuf),
+    /// An axum router (metrics, probes).
+    Router(axum::Router),
+}
+
+/// Binds `addr` and serves `routes` there until `stop` changes or closes.
 async fn serve(
     addr: &str,
-    router: axum::Router,
+    routes: Routes,
     what: &'static str,
     mut stop: watch::Receiver<()>,
 ) -> Result<JoinHandle<()>, AppError> {
@@ -43,7 +51,14 @@ async fn serve(
         let stopped = async move {
             let _ = stop.changed().await;
         };
-        server::serve(listener, router, Limits::default(), stopped).await;
+        match routes {
+            Routes::Artifacts(root) => {
+                server::serve_artifacts(listener, root, Limits::default(), stopped).await;
+            }
+            Routes::Router(router) => {
+                server::serve(listener, router, Limits::default(), stopped).await;
+            }
+        }
         tracing::info!("{what} server stopped");
     }))
 }
@@ -82,24 +97,24 @@ pub async fn run(args: ControllerArgs) -> Result<(), AppError> {
     let ready = Arc::new(AtomicBool::new(false));
     let (stop_tx, stop_rx) = watch::channel(());
     let mut servers = Vec::new();
-    for (addr, router, what) in [
+    for (addr, routes, what) in [
         (
             &args.storage_addr,
-            server::artifact_router(args.storage_path.clone()),
+            Routes::Artifacts(args.storage_path.clone()),
             "artifact",
         ),
         (
             &args.metrics_addr,
-            server::metrics_router(metrics.clone()),
+            Routes::Router(server::metrics_router(metrics.clone())),
             "metrics",
         ),
         (
             &args.health_addr,
-            server::health_router(ready.clone()),
+            Routes::Router(server::health_router(ready.clone())),
             "health",
         ),
     ] {
-        servers.push(serve(addr, router, what, stop_rx.clone()).await?);
+        servers.push(serve(addr, routes, what, stop_rx.clone()).await?);
     }
     let (term_tx, term_rx) = watch::channel(false);
     tokio::spawn(async move {

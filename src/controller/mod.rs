@@ -158,7 +158,9 @@ async fn cleanup<K: SourceKind>(
             object: format!("{ns}/{name}"),
             source,
         })?;
-    kctx.core.metrics.remove_object(&ns, &name);
+    kctx.core
+        .metrics
+        .remove_object(flavour.api_group(), &ns, &name);
     if let Some(uid) = &obj.meta().uid {
         kctx.published.forget(uid);
     }

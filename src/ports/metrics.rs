@@ -13,8 +13,9 @@ pub trait ReconcileMetrics: Send + Sync {
     /// Bytes downloaded from registries.
     fn add_bytes_pulled(&self, bytes: u64);
     /// The stored artifact size of one object (`status.artifact.size`; negative values
-    /// count as 0).
-    fn observe_artifact(&self, namespace: &str, name: &str, size: i64);
+    /// count as 0). `group` is the object's API group: both kinds are named
+    /// OCIRepository, and one of each may share a namespace and a name.
+    fn observe_artifact(&self, group: &str, namespace: &str, name: &str, size: i64);
     /// Forgets an object (deleted), so its per-object values disappear.
-    fn remove_object(&self, namespace: &str, name: &str);
+    fn remove_object(&self, group: &str, namespace: &str, name: &str);
 }

@@ -335,8 +335,12 @@ pub async fn reconcile_as(
         if let Some(url) = artifact::latest_url(&s.artifact, ctx) {
             next.url = Some(url);
         }
-        ctx.metrics
-            .observe_artifact(&namespace, &name, s.artifact.size.unwrap_or(0));
+        ctx.metrics.observe_artifact(
+            flavour.api_group(),
+            &namespace,
+            &name,
+            s.artifact.size.unwrap_or(0),
+        );
         next.artifact = Some(s.artifact);
         next.observed_ignore = obj.spec.ignore.clone();
         next.observed_layer_selector = obj.spec.layer_selector.clone();

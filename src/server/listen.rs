@@ -1,4 +1,5 @@
-//! The accept loop under the routes, bounded against slow and greedy clients: hyper's
+//! The accept loop of every listener ([`accept_loop`]), and the connections of the metrics
+//! and probe listeners under their axum routes, bounded against slow and greedy clients: hyper's
 //! HTTP/1 connection with a header-read timeout (which also ends idle keep-alive
 //! connections), an idle timeout on every connection (no byte moved either way: a client
 //! that stops reading a download is dropped), a cap on open connections (the next one
@@ -65,6 +66,25 @@ pub async fn serve(
     limits: Limits,
     shutdown: impl Future<Output = ()>,
 ) {
+    accept_loop(listener, limits, shutdown, move |stream, stop| {
+        connection(stream, router.clone(), limits, stop)
+    })
+    .await;
+}
+
+/// The accept loop of every listener: accepts while a connection slot is free, sets
+/// `TCP_NODELAY`, runs `serve_one` on each connection with a receiver that changes (its
+/// sender is dropped) when shutdown starts; once `shutdown` completes, stops accepting,
+/// gives open connections the grace period and drops the rest.
+pub(super) async fn accept_loop<F, C>(
+    listener: TcpListener,
+    limits: Limits,
+    shutdown: impl Future<Output = ()>,
+    mut serve_one: F,
+) where
+    F: FnMut(TcpStream, watch::Receiver<()>) -> C,
+    C: Future<Output = ()> + Send + 'static,
+{
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let (stop_tx, stop_rx) = watch::channel(());
     let mut connections = JoinSet::new();
@@ -94,13 +114,8 @@ pub async fn serve(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "failed to set TCP_NODELAY");
         }
-        connections.spawn(connection(
-            stream,
-            router.clone(),
-            limits,
-            stop_rx.clone(),
-            slot,
-        ));
+        let served = serve_one(stream, stop_rx.clone());
+        connections.spawn(held(served, slot));
     }
     drop(listener);
     drop(stop_tx);
@@ -117,13 +132,17 @@ pub async fn serve(
     }
 }
 
+/// Runs a connection, holding its slot until it ends.
+async fn held(served: impl Future<Output = ()>, _slot: OwnedSemaphorePermit) {
+    served.await;
+}
+
 /// Serves one connection until it ends, stays idle too long, or shutdown (then gracefully).
 async fn connection(
     stream: TcpStream,
     router: Router,
     limits: Limits,
     mut stop: watch::Receiver<()>,
-    _slot: OwnedSemaphorePermit,
 ) {
     let activity = Arc::new(Activity::new());
     let io = TokioIo::new(Tracked {

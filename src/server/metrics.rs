@@ -35,9 +35,11 @@ struct ByReason {
     reason: String,
 }
 
-/// One object.
+/// One object: its API group (the two kinds share the name OCIRepository), namespace
+/// and name.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ByObject {
+    group: String,
     namespace: String,
     name: String,
 }
@@ -84,7 +86,7 @@ impl Metrics {
         );
         registry.register(
             "ocisource_artifact_size_bytes",
-            "Size of the stored artifact per object",
+            "Size of the stored artifact per object (group: the object's API group)",
             artifact_sizes.clone(),
         );
         Self {
@@ -122,15 +124,15 @@ impl Metrics {
 
     /// Sets the stored artifact size of one object (`status.artifact.size`; negative
     /// values count as 0).
-    pub fn observe_artifact(&self, namespace: &str, name: &str, size: i64) {
+    pub fn observe_artifact(&self, group: &str, namespace: &str, name: &str, size: i64) {
         self.artifact_sizes
-            .get_or_create(&object(namespace, name))
+            .get_or_create(&object(group, namespace, name))
             .set(size.max(0));
     }
 
     /// Forgets an object (deleted), so its gauge disappears.
-    pub fn remove_object(&self, namespace: &str, name: &str) {
-        self.artifact_sizes.remove(&object(namespace, name));
+    pub fn remove_object(&self, group: &str, namespace: &str, name: &str) {
+        self.artifact_sizes.remove(&object(group, namespace, name));
     }
 
     /// The OpenMetrics text exposition of every metric ([`CONTENT_TYPE`]).
@@ -142,8 +144,9 @@ impl Metrics {
     }
 }
 
-fn object(namespace: &str, name: &str) -> ByObject {
+fn object(group: &str, namespace: &str, name: &str) -> ByObject {
     ByObject {
+        group: group.to_string(),
         namespace: namespace.to_string(),
         name: name.to_string(),
     }
@@ -158,11 +161,11 @@ impl crate::ports::ReconcileMetrics for Metrics {
         Metrics::add_bytes_pulled(self, bytes)
     }
 
-    fn observe_artifact(&self, namespace: &str, name: &str, size: i64) {
-        Metrics::observe_artifact(self, namespace, name, size)
+    fn observe_artifact(&self, group: &str, namespace: &str, name: &str, size: i64) {
+        Metrics::observe_artifact(self, group, namespace, name, size)
     }
 
-    fn remove_object(&self, namespace: &str, name: &str) {
-        Metrics::remove_object(self, namespace, name)
+    fn remove_object(&self, group: &str, namespace: &str, name: &str) {
+        Metrics::remove_object(self, group, namespace, name)
     }
 }
