@@ -18,7 +18,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 
@@ -245,9 +245,17 @@ pub(super) fn open_checked(root: &Root, relative: &Path) -> Option<StoredFile> {
     Some(StoredFile {
         file,
         len: meta.len(),
-        modified: meta.modified().unwrap_or(UNIX_EPOCH),
+        modified: http_time(meta.modified().unwrap_or(UNIX_EPOCH)),
         content_type: content_type(relative),
     })
+}
+
+/// `t` within what an HTTP date can say (1970 to 9999), so formatting it cannot fail: a
+/// file's time is the operator's to set.
+fn http_time(t: SystemTime) -> SystemTime {
+    // 9999-12-31T23:59:59Z.
+    let last = UNIX_EPOCH + Duration::from_secs(253_402_300_799);
+    t.clamp(UNIX_EPOCH, last)
 }
 
 /// The fallback of [`open_checked`] without `openat2`: canonicalise, compare, open.

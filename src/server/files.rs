@@ -77,6 +77,17 @@ struct Reply {
     close: bool,
 }
 
+impl Reply {
+    /// A reply whose bytes are all in `head`.
+    fn head_only(head: Vec<u8>, keep_alive: bool) -> Self {
+        Self {
+            head,
+            file: None,
+            close: !keep_alive,
+        }
+    }
+}
+
 /// The next step on a connection's buffered bytes.
 enum Step {
     /// The head is not complete yet.
@@ -103,7 +114,7 @@ async fn connection(
                 }
             }
             if buf.len() >= MAX_HEAD {
-                let reply = error(431, "request header fields too large", false);
+                let reply = error(431, "request header fields too large", "", false);
                 let _ = write_all(&mut stream, &reply.head, limits.idle_timeout).await;
                 return;
             }
@@ -214,9 +225,9 @@ fn step(root: &Root, buf: &[u8]) -> Step {
         Ok(httparse::Status::Partial) => return Step::Partial,
         Ok(httparse::Status::Complete(n)) => n,
         Err(httparse::Error::TooManyHeaders) => {
-            return Step::Reply(error(431, "too many header fields", false), buf.len())
+            return Step::Reply(error(431, "too many header fields", "", false), buf.len())
         }
-        Err(_) => return Step::Reply(error(400, "malformed request", false), buf.len()),
+        Err(_) => return Step::Reply(error(400, "malformed request", "", false), buf.len()),
     };
     Step::Reply(reply(root, &request), used)
 }
@@ -226,7 +237,7 @@ fn reply(root: &Root, request: &httparse::Request<'_, '_>) -> Reply {
     let (Some(method), Some(target), Some(version)) =
         (request.method, request.path, request.version)
     else {
-        return error(400, "malformed request", false);
+        return error(400, "malformed request", "", false);
     };
     let mut keep_alive = version == 1;
     let mut has_body = false;
@@ -263,9 +274,12 @@ fn reply(root: &Root, request: &httparse::Request<'_, '_>) -> Reply {
     let keep_alive = keep_alive && !has_body;
     let head = method == "HEAD";
     if method != "GET" && !head {
-        let mut r = error(405, "method not allowed", keep_alive);
-        r.head = with_field(r.head, "Allow: GET, HEAD");
-        return r;
+        return error(
+            405,
+            "method not allowed",
+            "Allow: GET, HEAD\r\n",
+            keep_alive,
+        );
     }
     let path = target.split_once('?').map_or(target, |(p, _)| p);
     let Some(stored) = super::safe_relative(path).and_then(|r| artifact::open_checked(root, &r))
@@ -284,11 +298,7 @@ fn file_reply(stored: StoredFile, asked: &Conditions<'_>, head: bool, keep_alive
             status_line(&mut out, 304, keep_alive);
             validators(&mut out, &tag, stored.modified);
             out.extend_from_slice(b"\r\n");
-            return Reply {
-                head: out,
-                file: None,
-                close: !keep_alive,
-            };
+            return Reply::head_only(out, keep_alive);
         }
         Answer::Send(w) => w,
     };
@@ -310,22 +320,14 @@ fn file_reply(stored: StoredFile, asked: &Conditions<'_>, head: bool, keep_alive
                 out,
                 "Content-Range: bytes */{len}\r\nContent-Length: 0\r\n\r\n"
             );
-            return Reply {
-                head: out,
-                file: None,
-                close: !keep_alive,
-            };
+            return Reply::head_only(out, keep_alive);
         }
         Wanted::Whole => {}
     }
     let (start, n) = artifact::span(wanted, len);
     let _ = write!(out, "Content-Length: {n}\r\n\r\n");
     if head || n == 0 {
-        return Reply {
-            head: out,
-            file: None,
-            close: !keep_alive,
-        };
+        return Reply::head_only(out, keep_alive);
     }
     if n <= SMALL {
         let at = out.len();
@@ -335,11 +337,7 @@ fn file_reply(stored: StoredFile, asked: &Conditions<'_>, head: bool, keep_alive
             // Shorter than its metadata said (it is being replaced): nothing sent yet.
             return not_found(head, keep_alive);
         }
-        return Reply {
-            head: out,
-            file: None,
-            close: !keep_alive,
-        };
+        return Reply::head_only(out, keep_alive);
     }
     Reply {
         head: out,
@@ -350,15 +348,13 @@ fn file_reply(stored: StoredFile, asked: &Conditions<'_>, head: bool, keep_alive
 
 /// `Cache-Control`, `Accept-Ranges`, `Last-Modified` and `ETag`, sent with every file reply.
 fn validators(out: &mut Vec<u8>, tag: &str, modified: SystemTime) {
-    let _ = write!(
-        out,
-        "Cache-Control: no-cache\r\nAccept-Ranges: bytes\r\nLast-Modified: {}\r\nETag: {tag}\r\n",
-        httpdate::fmt_http_date(modified)
-    );
+    out.extend_from_slice(b"Cache-Control: no-cache\r\nAccept-Ranges: bytes\r\nLast-Modified: ");
+    MODIFIED.with(|cached| http_date(cached, modified, out));
+    let _ = write!(out, "\r\nETag: {tag}\r\n");
 }
 
 fn not_found(head: bool, keep_alive: bool) -> Reply {
-    let mut r = error(404, "not found", keep_alive);
+    let mut r = error(404, "not found", "", keep_alive);
     if head {
         // The same head, without the body.
         let end = r.head.len() - "not found".len();
@@ -367,32 +363,17 @@ fn not_found(head: bool, keep_alive: bool) -> Reply {
     r
 }
 
-/// A short plain-text reply; `keep_alive` false closes the connection after it.
-fn error(code: u16, text: &str, keep_alive: bool) -> Reply {
+/// A short plain-text reply, with `fields` (each ending in CRLF) in its head; `keep_alive`
+/// false closes the connection after it.
+fn error(code: u16, text: &str, fields: &str, keep_alive: bool) -> Reply {
     let mut out = Vec::with_capacity(160);
     status_line(&mut out, code, keep_alive);
     let _ = write!(
         out,
-        "Content-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n\r\n{text}",
+        "{fields}Content-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n\r\n{text}",
         text.len()
     );
-    Reply {
-        head: out,
-        file: None,
-        close: !keep_alive,
-    }
-}
-
-/// Inserts a header field before the end of the head of an [`error`] reply.
-fn with_field(head: Vec<u8>, field: &str) -> Vec<u8> {
-    let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return head;
-    };
-    let mut out = Vec::with_capacity(head.len() + field.len() + 2);
-    out.extend_from_slice(&head[..end + 2]);
-    out.extend_from_slice(field.as_bytes());
-    out.extend_from_slice(&head[end..]);
-    out
+    Reply::head_only(out, keep_alive)
 }
 
 /// The status line, `Date` and, when the connection ends after it, `Connection: close`.
@@ -418,19 +399,28 @@ fn status_line(out: &mut Vec<u8>, code: u16, keep_alive: bool) {
 
 thread_local! {
     /// The current second's HTTP date, formatted once per second per thread.
-    static DATE: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+    static DATE: DateCache = const { RefCell::new((u64::MAX, String::new())) };
+    /// The last served file's `Last-Modified`: a thread mostly serves the same few files.
+    static MODIFIED: DateCache = const { RefCell::new((u64::MAX, String::new())) };
 }
 
+/// A second since the epoch and its HTTP date.
+type DateCache = RefCell<(u64, String)>;
+
 fn date_now(out: &mut Vec<u8>) {
-    let now = SystemTime::now();
-    let second = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    DATE.with_borrow_mut(|(cached, text)| {
-        if *cached != second {
-            *cached = second;
-            *text = httpdate::fmt_http_date(now);
-        }
-        out.extend_from_slice(text.as_bytes());
-    });
+    DATE.with(|cached| http_date(cached, SystemTime::now(), out));
+}
+
+/// Appends `at`'s HTTP date (whole seconds), formatting it only when its second differs
+/// from the one `cached` holds.
+fn http_date(cached: &DateCache, at: SystemTime, out: &mut Vec<u8>) {
+    let second = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (seen, text) = &mut *cached.borrow_mut();
+    if *seen != second {
+        *seen = second;
+        *text = httpdate::fmt_http_date(at);
+    }
+    out.extend_from_slice(text.as_bytes());
 }
 
 #[cfg(test)]

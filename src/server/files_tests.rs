@@ -168,11 +168,57 @@ fn too_many_header_fields_are_refused() {
 }
 
 #[test]
-fn error_replies_can_carry_an_extra_field() {
-    let r = error(405, "method not allowed", true);
-    let head = String::from_utf8(with_field(r.head, "Allow: GET, HEAD")).unwrap();
-    assert!(
-        head.contains("\r\nAllow: GET, HEAD\r\n\r\nmethod not allowed"),
-        "{head}"
-    );
+fn a_refused_method_is_told_which_are_allowed_in_the_head() {
+    let (_dir, root) = root_with_file();
+    let (text, close, _) = answer_to(&root, "DELETE /ns/app/a.tar.gz HTTP/1.1\r\n\r\n");
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 405 "), "{text}");
+    assert!(head.contains("\r\nAllow: GET, HEAD\r\n"), "{text}");
+    assert_eq!(body, "method not allowed");
+    assert!(!close);
+}
+
+fn last_modified(text: &str) -> &str {
+    text.lines()
+        .find_map(|l| l.strip_prefix("Last-Modified: "))
+        .unwrap_or_else(|| panic!("no Last-Modified in {text}"))
+}
+
+#[test]
+fn each_file_keeps_its_own_last_modified_whatever_was_served_before() {
+    let (dir, root) = root_with_file();
+    let older = dir.path().join("ns/app/b.tar.gz");
+    std::fs::write(&older, b"b").unwrap();
+    let when = UNIX_EPOCH + Duration::from_secs(1_500_000_000);
+    std::fs::File::options()
+        .write(true)
+        .open(&older)
+        .unwrap()
+        .set_modified(when)
+        .unwrap();
+    let a = "GET /ns/app/a.tar.gz HTTP/1.1\r\n\r\n";
+    let b = "GET /ns/app/b.tar.gz HTTP/1.1\r\n\r\n";
+    let first_a = answer_to(&root, a).0;
+    let first_b = answer_to(&root, b).0;
+    let again_a = answer_to(&root, a).0;
+    assert_eq!(last_modified(&first_b), httpdate::fmt_http_date(when));
+    assert_ne!(last_modified(&first_a), last_modified(&first_b));
+    assert_eq!(last_modified(&first_a), last_modified(&again_a));
+}
+
+#[test]
+fn a_file_dated_before_the_epoch_is_served_as_dated_at_it() {
+    let (dir, root) = root_with_file();
+    let when = UNIX_EPOCH - Duration::from_secs(86_400 * 365);
+    let file = std::fs::File::options()
+        .write(true)
+        .open(dir.path().join("ns/app/a.tar.gz"))
+        .unwrap();
+    if file.set_modified(when).is_err() {
+        eprintln!("skipped: this filesystem keeps no time before 1970");
+        return;
+    }
+    let (text, _, _) = answer_to(&root, "GET /ns/app/a.tar.gz HTTP/1.1\r\n\r\n");
+    assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+    assert_eq!(last_modified(&text), "Thu, 01 Jan 1970 00:00:00 GMT");
 }
