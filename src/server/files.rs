@@ -48,8 +48,11 @@ pub const MAX_HEAD: usize = 16 << 10;
 const MAX_HEADERS: usize = 64;
 /// A body up to this size is read and written with its head in one write.
 const SMALL: u64 = 16 << 10;
-/// The most one `sendfile` call is asked for (the kernel sends what the socket takes).
-const SENDFILE_CHUNK: u64 = 1 << 30;
+/// The most one `sendfile` call is asked for (the kernel sends what the socket takes):
+/// a fast reader's transfer is cut into such steps, and the connection lets the other
+/// connections on its thread run between two (tokio's cooperative budget), so one
+/// client draining a large file at memory speed cannot hold a worker thread for all of it.
+const SENDFILE_CHUNK: u64 = 1 << 20;
 
 /// Serves the files under `storage_root` on `listener` within `limits` until `shutdown`
 /// completes, then stops accepting, lets responses in flight finish for the grace period
@@ -185,7 +188,10 @@ async fn send_file(
         });
         match sent {
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => left -= n as u64,
+            Ok(n) => {
+                left -= n as u64;
+                tokio::task::consume_budget().await;
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 tokio::time::timeout(idle, stream.writable())
                     .await
