@@ -89,7 +89,9 @@ class Kube:
         and waits again. Returns False if it had to strip."""
         # The objects first (one deletecollection): the namespace controller would get to
         # them only after its own discovery pass, seconds later.
-        self.request("DELETE", base, ok=(200, 202, 404))
+        # 504: a collection of thousands outlasts the request's 60 s; the API server goes
+        # on deleting after it answers, and the waits below see the end.
+        self.request("DELETE", base, ok=(200, 202, 404, 504))
         self.request("DELETE", f"/api/v1/namespaces/{ns}", ok=(200, 202, 404))
         if whole and self.wait_gone(f"/api/v1/namespaces/{ns}", timeout):
             return True

@@ -180,17 +180,14 @@ pub async fn reconcile_object<K: SourceKind>(
 ) -> Result<Action, kube::runtime::finalizer::Error<ControllerError>> {
     let ns = obj.namespace().unwrap_or_default();
     let api: Api<K> = Api::namespaced(kctx.client.clone(), &ns);
-    // A new object's first status and its finalizer are written at once: the two writes
-    // touch different parts of it, and `finalizer` only adds the finalizer (then waits
-    // for the change) when it is missing, which is when `show_new` writes.
-    let shown = show_new(&api, obj.as_ref());
-    let reconciled = finalizer(&api, K::FINALIZER, obj.clone(), |event| async {
+    show_new(&api, obj.as_ref()).await;
+    finalizer(&api, K::FINALIZER, obj, |event| async {
         match event {
             Finalizer::Apply(o) => apply(o, kctx.clone()).await,
             Finalizer::Cleanup(o) => cleanup(o, kctx.clone()).await,
         }
-    });
-    tokio::join!(shown, reconciled).1
+    })
+    .await
 }
 
 fn error_policy<K: SourceKind>(
