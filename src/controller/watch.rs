@@ -8,6 +8,7 @@ use futures::{FutureExt, StreamExt};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::Api;
+use kube::ResourceExt;
 
 use crate::api::{FluxOciRepository, OciRepository};
 
@@ -78,6 +79,15 @@ pub fn change_of_interest<K: SourceKind>(obj: &K) -> Option<u64> {
     Some(h.finish())
 }
 
+/// What the reconciler never reads is dropped before the object is cached: the managed
+/// fields (often larger than the spec) and `kubectl apply`'s copy of the last applied
+/// object. At 10,000 objects the cache is most of the controller's memory.
+fn slim<K: SourceKind>(obj: &mut K) {
+    obj.managed_fields_mut().clear();
+    obj.annotations_mut()
+        .remove("kubectl.kubernetes.io/last-applied-configuration");
+}
+
 /// Runs kube-runtime's controller over the objects of kind `K` that `labels` selects.
 async fn run_kind<K, F>(kctx: Arc<KubeContext>, scope: &WatchScope, labels: Option<&str>, stop: F)
 where
@@ -96,6 +106,7 @@ where
     let (reader, writer) = reflector::store();
     let trigger = watcher(api, wc)
         .default_backoff()
+        .modify(slim::<K>)
         .reflect(writer)
         .touched_objects()
         .predicate_filter(change_of_interest::<K>, Default::default());
@@ -109,4 +120,37 @@ where
             }
         })
         .await;
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::api::OciRepository;
+
+    #[test]
+    fn the_cached_copy_drops_managed_fields_and_the_last_applied_copy_only() {
+        let mut obj: OciRepository = serde_json::from_value(serde_json::json!({
+            "apiVersion": "ocisource.dev/v1beta1",
+            "kind": "OCIRepository",
+            "metadata": {
+                "name": "app",
+                "namespace": "ns",
+                "finalizers": ["x"],
+                "annotations": {
+                    "kubectl.kubernetes.io/last-applied-configuration": "{\"spec\":{}}",
+                    "reconcile.fluxcd.io/requestedAt": "now"
+                },
+                "managedFields": [{"manager": "kubectl", "operation": "Apply"}]
+            },
+            "spec": {"url": "oci://r.example/app", "interval": "5m", "ref": {"tag": "v1"}}
+        }))
+        .unwrap();
+        slim(&mut obj);
+        assert!(obj.managed_fields().is_empty());
+        let kept: Vec<_> = obj.annotations().keys().cloned().collect();
+        assert_eq!(kept, ["reconcile.fluxcd.io/requestedAt"]);
+        assert_eq!(obj.finalizers(), ["x"]);
+        assert_eq!(obj.spec.url, "oci://r.example/app");
+    }
 }
