@@ -220,11 +220,14 @@ def run_fleet(kind: str, tag: str, cluster: Cluster, reg, bin_path: str, out: Pa
         watcher.stop()
         tc = time.monotonic()
         clean = True
-        if cleanup or not proc:
-            clean = kube.delete_namespace(ns, base, (300 if n > 2000 else 120) if proc else 0,
-                                          whole=False)
-        if proc:
-            kill(proc)
+        try:
+            if cleanup or not proc:
+                clean = kube.delete_namespace(ns, base, (300 if n > 2000 else 120) if proc else 0,
+                                              whole=False)
+        finally:
+            # Even when the cleanup fails: a controller left running outlives the bench.
+            if proc:
+                kill(proc)
         if not clean:
             (d / "cleanup.txt").write_text("finalizers had to be stripped\n")
         shutil.rmtree(d / "storage", ignore_errors=True)
