@@ -7,8 +7,7 @@ use std::sync::Arc;
 use futures::{FutureExt, StreamExt};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::{reflector, watcher, WatchStreamExt};
-use kube::Api;
-use kube::ResourceExt;
+use kube::{Api, ResourceExt};
 
 use crate::api::{FluxOciRepository, OciRepository};
 

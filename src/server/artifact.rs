@@ -214,7 +214,8 @@ pub(super) fn etag(modified: SystemTime, len: u64) -> String {
     format!("\"{:x}-{len:x}\"", seconds(modified))
 }
 
-fn seconds(t: SystemTime) -> u64 {
+/// Whole seconds since the epoch (0 before it): the resolution of HTTP dates.
+pub(super) fn seconds(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)

@@ -31,7 +31,7 @@ use std::io::{self, Write as _};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::{TcpListener, TcpStream};
@@ -420,7 +420,7 @@ fn date_now(out: &mut Vec<u8>) {
 /// Appends `at`'s HTTP date (whole seconds), formatting it only when its second differs
 /// from the one `cached` holds.
 fn http_date(cached: &DateCache, at: SystemTime, out: &mut Vec<u8>) {
-    let second = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let second = artifact::seconds(at);
     let (seen, text) = &mut *cached.borrow_mut();
     if *seen != second {
         *seen = second;

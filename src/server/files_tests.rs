@@ -3,6 +3,7 @@
 
 use super::*;
 use rstest::rstest;
+use std::time::UNIX_EPOCH;
 
 fn root_with_file() -> (tempfile::TempDir, Root) {
     let dir = tempfile::tempdir().unwrap();
