@@ -173,7 +173,9 @@ async fn write_all(stream: &mut TcpStream, mut bytes: &[u8], idle: Duration) -> 
 }
 
 /// Sends `len` bytes of `file` from `offset` with `sendfile`, abandoned when the client
-/// takes nothing for `idle`; a file shorter than promised is an error.
+/// takes nothing for `idle`; a file shorter than promised is an error (found at once, or
+/// after `idle` when it ends in the middle of a send: stored files are replaced by rename,
+/// never cut short, so only a file altered behind the controller's back can).
 async fn send_file(
     stream: &TcpStream,
     file: &File,
@@ -183,9 +185,20 @@ async fn send_file(
 ) -> io::Result<()> {
     while left > 0 {
         let count = usize::try_from(left.min(SENDFILE_CHUNK)).unwrap_or(usize::MAX);
+        // A short send means the socket buffer is full (the kernel then signals the next
+        // writable edge): the bytes sent are counted and the closure answers WouldBlock,
+        // so tokio clears the write readiness and the wait below sleeps at once, instead
+        // of a second sendfile learning it from EAGAIN on every wakeup of a slow reader.
+        let mut short = 0;
         let sent = stream.try_io(Interest::WRITABLE, || {
-            rustix::fs::sendfile(stream, file, Some(&mut offset), count).map_err(io::Error::from)
+            let n = rustix::fs::sendfile(stream, file, Some(&mut offset), count)?;
+            if n > 0 && n < count {
+                short = n;
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            Ok(n)
         });
+        left -= short as u64;
         match sent {
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
             Ok(n) => {
