@@ -205,7 +205,9 @@ pub enum Referrers {
 pub trait Registry: Send + Sync {
     /// `HEAD /v2/<repo>/manifests/<reference>`: the digest only, no body.
     async fn manifest_digest(&self, reference: &str) -> Result<Digest, RegistryError>;
-    /// `GET` a manifest or index by tag or digest: size-capped, digest checked.
+    /// `GET` a manifest or index by tag or digest: size-capped, digest checked. By digest,
+    /// once the repository answered this session, it may come from the manifests the
+    /// connector's sessions already fetched, without a request.
     async fn manifest(&self, reference: &str) -> Result<FetchedManifest, RegistryError>;
     /// Every tag, following pagination.
     async fn tags(&self) -> Result<Vec<String>, RegistryError>;

@@ -7,7 +7,7 @@
 //! tag listing in `tags.rs`, uploads in `push.rs`, the token request in `token.rs`. Must
 //! not import `reconcile`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,6 +44,8 @@ pub struct ClientSettings {
     pub http: super::transport::HttpCache,
     /// Registry hosts found to speak plain HTTP only (see `insecure.rs`).
     pub schemes: super::insecure::Schemes,
+    /// Manifests kept by digest for the sessions answered by their repository (`memo.rs`).
+    pub manifests: super::memo::Manifests,
 }
 
 impl Default for ClientSettings {
@@ -59,6 +61,7 @@ impl Default for ClientSettings {
             counter: Arc::new(AtomicU64::new(0)),
             http: super::transport::HttpCache::default(),
             schemes: super::insecure::Schemes::default(),
+            manifests: super::memo::Manifests::default(),
         }
     }
 }
@@ -94,6 +97,10 @@ pub struct RegistryClient {
     plain_origin: Option<Origin>,
     /// Whose settings the hints in errors name.
     pub(crate) audience: Audience,
+    /// Set once the registry answered a manifest request of this session with success:
+    /// its credentials may pull from the repository, so manifests kept by digest
+    /// (`memo.rs`) may be read instead of fetched again.
+    pub(crate) answered: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for RegistryClient {
@@ -166,6 +173,7 @@ impl RegistryClient {
             settings,
             small_timeout: options.timeout.unwrap_or(DEFAULT_TIMEOUT),
             audience: options.audience,
+            answered: Arc::new(AtomicBool::new(false)),
         })
     }
 

@@ -1,7 +1,10 @@
 //! Manifests: `HEAD` for the digest only (falling back to `GET` when the registry sends
 //! no `Docker-Content-Digest`), and `GET` with a size cap whose body digest is checked
-//! against the header and against the reference when it is a digest. Requests go through
-//! `RegistryClient::send`; no auth or retry logic here.
+//! against the header and against the reference when it is a digest, then kept by digest
+//! for the connector's other sessions (`memo.rs`, read only by a session the repository
+//! has answered). Requests go through `RegistryClient::send`; no auth or retry logic here.
+
+use std::sync::atomic::Ordering;
 
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 
@@ -46,6 +49,7 @@ impl RegistryClient {
         if !resp.status().is_success() {
             return Err(unexpected("resolve manifest", &url, resp.status()));
         }
+        self.answered.store(true, Ordering::Relaxed);
         match header_digest(&resp) {
             Some(d) => {
                 if let Ok(want) = reference.parse::<Digest>() {
@@ -71,6 +75,15 @@ impl RegistryClient {
         reference: &str,
     ) -> Result<FetchedManifest, RegistryError> {
         check_reference(reference)?;
+        let host = self.registry_url.authority().to_string();
+        let by_digest = reference.parse::<Digest>().ok();
+        if let Some(digest) = by_digest.as_ref() {
+            if self.answered.load(Ordering::Relaxed) {
+                if let Some(kept) = self.settings.manifests.get(&host, &self.repository, digest) {
+                    return Ok(kept);
+                }
+            }
+        }
         let url = self.url(&format!("manifests/{reference}"));
         let what = "fetch manifest";
         let build =
@@ -99,14 +112,19 @@ impl RegistryClient {
         if let Some(c) = claimed.as_ref().filter(|c| **c != digest) {
             return Err(mismatch(c, "the Docker-Content-Digest header"));
         }
-        if let Some(want) = reference.parse::<Digest>().ok().filter(|w| *w != digest) {
+        if let Some(want) = by_digest.filter(|w| *w != digest) {
             return Err(mismatch(&want, "the reference"));
         }
-        Ok(FetchedManifest {
+        self.answered.store(true, Ordering::Relaxed);
+        let fetched = FetchedManifest {
             digest,
             media_type,
             body,
-        })
+        };
+        self.settings
+            .manifests
+            .put(&host, &self.repository, &fetched);
+        Ok(fetched)
     }
 }
 

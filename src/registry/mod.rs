@@ -8,17 +8,16 @@
 //! tests and benchmarks assert on.
 //!
 //! Layout: `client` (session, request loop: auth, retries, status mapping), `manifest`,
-//! `body` (capped body reads), `auth` (challenges, token cache), `token` (the token
-//! request), `origin` (where credentials may go: links, redirects, realms), `retry`
-//! (backoff, `Retry-After`), `transport` (TLS, proxy, timeouts, redirects), `dns` (the
-//! resolver, with typed failures), `failure` (why a request got no answer, from the
-//! error's types), `insecure`
-//! (Flux's `insecure`, plain-HTTP fallback), `blob` (checked, resuming streams), `tags`
-//! and `tag_page` (bounded pagination), `referrers` (the OCI v1.1 referrers API, bounded
-//! pages, client-side `artifactType` filter), `push` (uploads), `docker_config` (docker config
-//! JSON, and legacy `.dockercfg`, as data) and `credential_helper` (the CLI user's own
-//! config, whose helpers may run). This module must not import `reconcile`, `verify` or
-//! `storage`.
+//! `memo` (manifests kept by digest across sessions), `body` (capped body reads), `auth`
+//! (challenges, token cache), `token` (the token request), `origin` (where credentials may
+//! go: links, redirects, realms), `retry` (backoff, `Retry-After`), `transport` (TLS,
+//! proxy, timeouts, redirects), `dns` (the resolver, with typed failures), `failure` (why a
+//! request got no answer, from the error's types), `insecure` (Flux's `insecure`,
+//! plain-HTTP fallback), `blob` (checked, resuming streams), `tags` and `tag_page` (bounded
+//! pagination), `referrers` (the OCI v1.1 referrers API, bounded pages, client-side
+//! `artifactType` filter), `push` (uploads), `docker_config` (docker config JSON, and
+//! legacy `.dockercfg`, as data) and `credential_helper` (the CLI user's own config, whose
+//! helpers may run). This module must not import `reconcile`, `verify` or `storage`.
 
 pub mod auth;
 pub mod blob;
@@ -31,6 +30,7 @@ pub mod docker_config;
 mod failure;
 pub mod insecure;
 pub mod manifest;
+mod memo;
 pub mod origin;
 pub mod push;
 pub mod referrers;
