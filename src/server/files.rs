@@ -183,16 +183,19 @@ async fn send_file(
     mut left: u64,
     idle: Duration,
 ) -> io::Result<()> {
+    // A short send means the socket buffer was full when the kernel stopped. A reader
+    // that keeps up has already taken more by the next call, so that call goes at once;
+    // a slow one has not, and every wakeup would cost a second sendfile that only learns
+    // EAGAIN. So once a retry found the socket still full, the connection is `patient`:
+    // a short send then counts its bytes and answers WouldBlock, tokio clears the write
+    // readiness and the wait below sleeps at once, until a whole step goes through again.
+    let mut patient = false;
     while left > 0 {
         let count = usize::try_from(left.min(SENDFILE_CHUNK)).unwrap_or(usize::MAX);
-        // A short send means the socket buffer is full (the kernel then signals the next
-        // writable edge): the bytes sent are counted and the closure answers WouldBlock,
-        // so tokio clears the write readiness and the wait below sleeps at once, instead
-        // of a second sendfile learning it from EAGAIN on every wakeup of a slow reader.
         let mut short = 0;
         let sent = stream.try_io(Interest::WRITABLE, || {
             let n = rustix::fs::sendfile(stream, file, Some(&mut offset), count)?;
-            if n > 0 && n < count {
+            if patient && n > 0 && n < count {
                 short = n;
                 return Err(io::ErrorKind::WouldBlock.into());
             }
@@ -203,9 +206,13 @@ async fn send_file(
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
             Ok(n) => {
                 left -= n as u64;
+                // Not patient: a short send is retried at once. Patient: a whole step
+                // went through, so the reader keeps up again.
+                patient = false;
                 tokio::task::consume_budget().await;
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                patient = true;
                 tokio::time::timeout(idle, stream.writable())
                     .await
                     .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
