@@ -307,7 +307,11 @@ pub async fn run(objects: Vec<Object>, ctx: &Context, storage: &Storage) -> Vec<
         let span = tracing::info_span!("reconcile", object = %obj.key());
         let (mut view, flavour) = obj.view();
         let report = async {
+            let from_state = view.status.is_none();
             load_state(storage, obj.state_folder(), &mut view);
+            // The status as saved, when it came from there: an unchanged one (a no-op
+            // run) is not written again, so a no-op costs its one request and no write.
+            let saved = view.status.clone().filter(|_| from_state);
             let report = reconcile::reconcile_as(
                 &view,
                 &flavour,
@@ -316,9 +320,11 @@ pub async fn run(objects: Vec<Object>, ctx: &Context, storage: &Storage) -> Vec<
                 &reconcile::Silent,
             )
             .await;
-            view.status = Some(report.status.clone());
-            if let Err(e) = save_state(storage, obj.state_folder(), &view) {
-                tracing::warn!(error = %crate::domain::error_chain::chain(&e), "failed to save one-shot state");
+            if saved.as_ref() != Some(&report.status) {
+                view.status = Some(report.status.clone());
+                if let Err(e) = save_state(storage, obj.state_folder(), &view) {
+                    tracing::warn!(error = %crate::domain::error_chain::chain(&e), "failed to save one-shot state");
+                }
             }
             report
         }

@@ -7,6 +7,7 @@
 
 mod support;
 
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;
 
@@ -87,9 +88,19 @@ async fn tag_ref_stores_an_artifact_and_a_second_run_costs_one_head() {
     assert_eq!(st["artifact"]["size"], bytes.len());
     assert!(first.stderr.contains("NewArtifact"), "{}", first.stderr);
 
+    let state = storage.join(".state/team/app.json");
+    let saved = std::fs::metadata(&state).unwrap();
     let before = reg.request_log().len();
     let second = reconcile(&[&f], &storage, &["--stats"]);
     assert_eq!(second.code, 0, "{}", second.stderr);
+    // Nothing changed, so nothing is written either: the saved state is the same file.
+    let after = std::fs::metadata(&state).unwrap();
+    assert_eq!(
+        (after.ino(), after.modified().unwrap()),
+        (saved.ino(), saved.modified().unwrap()),
+        "a no-op run must not rewrite {}",
+        state.display()
+    );
     let log: Vec<_> = reg.request_log().into_iter().skip(before).collect();
     let real: Vec<_> = log
         .iter()
