@@ -176,8 +176,8 @@ def scenario1(rep: Report, reg: oci.Registry, aset: dict, out: Path) -> None:
             met=None if r_a is None else r_a <= 0.4)
     r_b, txt_b = ratio(ours, floor)
     rep.row("", "(b) floor: cat blobs \\| gzip -dc \\| gzip -6 -c", floor,
-            ratio=f"ocisource/(b) = {txt_b}", target="<= 1.0x",
-            met=None if r_b is None else r_b <= 1.0)
+            ratio=f"ocisource/(b) = {txt_b}", target="<= 0.5x",
+            met=None if r_b is None else r_b <= 0.5)
     rep.data["s1"] = {k: (r.wall if r.ok else None) for k, r in
                       (("ocisource pull", ours), ("(a) disk", disk), ("(b) floor", floor))}
     if ours.ok and disk.ok and ours_out.exists():
@@ -221,7 +221,7 @@ def scenario23(rep: Report, reg: oci.Registry, aset: dict, out: Path) -> None:
         rep.row(label, "ocisource pull --layer-operation copy", ours, target="",
                 met=None)
         rep.row("", "curl -o file of the blob URL", curl, ratio=f"ocisource/curl = {txt}",
-                target="<= 1.2x", met=None if r is None else r <= 1.2)
+                target="<= 1.05x", met=None if r is None else r <= 1.05)
         rep.data["s3"] = {"ocisource copy": ours.wall if ours.ok else None,
                           "curl": curl.wall if curl.ok else None}
         if ours.ok and o.exists():
