@@ -259,17 +259,23 @@ fn state_path(folder: &str, obj: &OciRepository) -> Result<String, NameError> {
     Ok(format!("{folder}/{ns}/{name}.json"))
 }
 
-/// The status saved by the previous run in `folder`, when the object carries none.
-pub fn load_state(storage: &Storage, folder: &str, obj: &mut OciRepository) {
+/// The status saved by the previous run in `folder`, when the object carries none: set
+/// on `obj` and returned (`None`: the object's own status, or nothing saved).
+pub fn load_state(
+    storage: &Storage,
+    folder: &str,
+    obj: &mut OciRepository,
+) -> Option<OciRepositoryStatus> {
     if obj.status.is_some() {
-        return;
+        return None;
     }
     let saved: Option<OciRepositoryStatus> = state_path(folder, obj)
         .ok()
         .and_then(|rel| storage.resolve(&rel).ok())
         .and_then(|path| crate::storage::open_regular(&path).ok().flatten())
         .and_then(|file| serde_json::from_reader(std::io::BufReader::new(file)).ok());
-    obj.status = saved;
+    obj.status = saved.clone();
+    saved
 }
 
 /// Saves the status for the next run in `folder` (a locked temp file, then a rename).
@@ -307,11 +313,9 @@ pub async fn run(objects: Vec<Object>, ctx: &Context, storage: &Storage) -> Vec<
         let span = tracing::info_span!("reconcile", object = %obj.key());
         let (mut view, flavour) = obj.view();
         let report = async {
-            let from_state = view.status.is_none();
-            load_state(storage, obj.state_folder(), &mut view);
-            // The status as saved, when it came from there: an unchanged one (a no-op
-            // run) is not written again, so a no-op costs its one request and no write.
-            let saved = view.status.clone().filter(|_| from_state);
+            // An unchanged saved status (a no-op run) is not written again, so a no-op
+            // costs its one request and no write.
+            let saved = load_state(storage, obj.state_folder(), &mut view);
             let report = reconcile::reconcile_as(
                 &view,
                 &flavour,
