@@ -199,6 +199,65 @@ impl Storage {
         Ok(link_rel)
     }
 
+    /// Gives the artifact `from` a second name `to`: a hard link made under a hidden temp
+    /// name in `to`'s folder, then renamed over `to` (readers see the old file or the
+    /// new one). The bytes are neither read nor copied: both names are one file, which
+    /// stays until its last name goes, so either object's garbage collection leaves the
+    /// other's artifact whole. Fails, leaving nothing behind, when `from` is not a
+    /// regular file of `size` bytes any more or the filesystem refuses hard links.
+    pub fn link_artifact(&self, from: &str, to: &str, size: u64) -> Result<(), StorageError> {
+        let source = self.resolve(from)?;
+        let target = self.resolve(to)?;
+        let dir = target
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| self.root.clone());
+        let rerr = |source_path: &Path, source| StorageError::Read {
+            path: source_path.to_path_buf(),
+            source,
+        };
+        let meta = fs::symlink_metadata(&source).map_err(|e| rerr(&source, e))?;
+        if !meta.is_file() || meta.len() != size {
+            return Err(rerr(
+                &source,
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "expected a regular file of {size} bytes, found {} bytes",
+                        meta.len()
+                    ),
+                ),
+            ));
+        }
+        fs::create_dir_all(&dir).map_err(|source| StorageError::Create {
+            dir: dir.clone(),
+            source,
+        })?;
+        let werr = |source| StorageError::Write {
+            path: target.clone(),
+            source,
+        };
+        // A name the stale-temp cleanup may take away before the rename: then the rename
+        // fails and the caller builds the artifact instead.
+        let link = tempfile::Builder::new()
+            .prefix(".tmp-link-")
+            .make_in(&dir, |tmp| fs::hard_link(&source, tmp))
+            .map_err(werr)?;
+        let linked = fs::symlink_metadata(link.path()).map_err(werr)?;
+        if linked.len() != size {
+            return Err(werr(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("'{from}' changed while it was linked"),
+            )));
+        }
+        link.persist(&target).map_err(|e| werr(e.error))?;
+        if self.durable {
+            // Make the rename durable; failure here is not fatal on filesystems without dir fsync.
+            let _ = File::open(&dir).and_then(|d| d.sync_all());
+        }
+        Ok(())
+    }
+
     /// True when `rel` exists as a regular file.
     pub fn exists(&self, rel: &str) -> bool {
         self.resolve(rel)
@@ -263,6 +322,34 @@ mod tests {
         assert!(s.verify(&rel, &stored.digest).unwrap());
         assert!(!s.verify(&rel, &Digest::of(b"other")).unwrap());
         assert_eq!(s.list_artifacts().unwrap(), vec![rel]);
+    }
+
+    #[test]
+    fn a_linked_artifact_is_one_file_under_two_names_and_outlives_the_first() {
+        use std::os::unix::fs::MetadataExt;
+        let (_d, s) = store();
+        let from = Storage::artifact_path("team-a", "app", "d.tar.gz").unwrap();
+        let to = Storage::artifact_path("team-b", "app", "d.tar.gz").unwrap();
+        s.write_file(&from, b"shared bytes").unwrap();
+        s.write_file(&to, b"an older build").unwrap();
+        s.link_artifact(&from, &to, 12).unwrap();
+        let (a, b) = (s.resolve(&from).unwrap(), s.resolve(&to).unwrap());
+        assert_eq!(fs::read(&b).unwrap(), b"shared bytes");
+        assert_eq!(
+            fs::metadata(&a).unwrap().ino(),
+            fs::metadata(&b).unwrap().ino()
+        );
+        s.remove_dir(&Storage::object_dir("team-a", "app").unwrap())
+            .unwrap();
+        assert!(s.verify(&to, &Digest::of(b"shared bytes")).unwrap());
+        // Gone or of another size: refused, and nothing is left behind.
+        let other = Storage::artifact_path("team-c", "app", "d.tar.gz").unwrap();
+        assert!(s.link_artifact(&from, &other, 12).is_err());
+        assert!(s.link_artifact(&to, &other, 11).is_err());
+        assert!(!s.exists(&other));
+        let dir = s.resolve("ocirepository/team-b/app").unwrap();
+        let names: Vec<_> = fs::read_dir(dir).unwrap().flatten().collect();
+        assert_eq!(names.len(), 1, "a temp link was left behind");
     }
 
     #[test]

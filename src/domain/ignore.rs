@@ -121,6 +121,8 @@ pub struct IgnoreRules {
     defaults: Patterns,
     /// `spec.ignore`, when set.
     spec: Patterns,
+    /// The text `spec` was compiled from (empty when unset).
+    spec_text: String,
     /// `.sourceignore` rules keyed by directory (`""` for the root).
     nested: BTreeMap<String, Nested>,
 }
@@ -143,6 +145,7 @@ impl IgnoreRules {
             vcs: constant(FLUX_VCS_EXCLUSIONS),
             defaults: constant(FLUX_DEFAULT_EXCLUSIONS),
             spec: Patterns::empty(),
+            spec_text: String::new(),
             nested: BTreeMap::new(),
         }
     }
@@ -155,6 +158,7 @@ impl IgnoreRules {
             vcs: Patterns::empty(),
             defaults: Patterns::empty(),
             spec: Patterns::empty(),
+            spec_text: String::new(),
             nested: BTreeMap::new(),
         }
     }
@@ -172,8 +176,16 @@ impl IgnoreRules {
         }
         Ok(Self {
             spec: compile("spec.ignore", text)?,
+            spec_text: text.to_string(),
             ..Self::flux_default()
         })
+    }
+
+    /// What the rules were made from, before any `.sourceignore`: whether Flux's lists
+    /// apply, and the `spec.ignore` text. Rules of equal origin decide alike over the
+    /// same artifact (its `.sourceignore` files are part of it).
+    pub fn origin(&self) -> (bool, &str) {
+        (self.flux, &self.spec_text)
     }
 
     /// True while no `.sourceignore` and no `spec.ignore` pattern exists, so Flux's

@@ -10,7 +10,7 @@
 use super::manifest::{Descriptor, ImageManifest};
 
 /// What to do with the selected layers.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum LayerOperation {
     /// Merge the tar layers into one normalised tar.gz.
     #[default]
@@ -20,7 +20,7 @@ pub enum LayerOperation {
 }
 
 /// `spec.layerSelector`, validated.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct LayerSelector {
     /// Only layers of this media type; `None` means every tar layer.
     pub media_type: Option<String>,

@@ -10,6 +10,7 @@ pub mod digest;
 pub mod docker_config;
 pub mod duration;
 pub mod error_chain;
+pub mod fifo;
 pub mod ignore;
 pub mod layers;
 pub mod limits;

@@ -223,6 +223,14 @@ pub trait Registry: Send + Sync {
         digest: &Digest,
         artifact_type: Option<&str>,
     ) -> Result<Referrers, RegistryError>;
+    /// True once the registry answered a manifest request of this session with success,
+    /// over a connection the object's own settings put no third party on (no proxy of
+    /// its choosing, which could answer in the registry's name): the session's
+    /// credentials may pull from its repository, so what another session built from that
+    /// repository may be shared with it (`reconcile::shared`). False by default.
+    fn pull_proven(&self) -> bool {
+        false
+    }
 }
 
 /// Opens [`Registry`] sessions; the reconciler holds one of these.

@@ -1,5 +1,6 @@
 //! The artifact step, on a [`Verified`] source: fetch the manifest, stream the selected
-//! layers into the store, describe the result as Flux's `Artifact` ([`Stored`]), and
+//! layers into the store (or link the file another object built from the same manifest
+//! the same way, `shared.rs`), describe the result as Flux's `Artifact` ([`Stored`]), and
 //! garbage-collect older artifacts.
 //! The stored file is renamed into place only when complete; on any failure the last
 //! good artifact stays where it was.
@@ -19,6 +20,7 @@ use crate::ports::store::{in_kind_dir, object_dir_in, FLUX_OCI_KIND_DIR, OCI_KIN
 
 use super::context::Context;
 use super::error::ReconcileError;
+use super::shared::{Built, Recipe};
 use super::source::{Resolved, Verified};
 
 /// The store folder of the object's kind: Flux's kind has its own, so that objects of
@@ -148,7 +150,33 @@ pub struct Stored {
     pub pulled: bool,
 }
 
-/// Pulls and stores a new artifact of the verified source, as `desired` asks.
+/// The artifact another object built with `recipe`, linked at `path` (`shared.rs`);
+/// `None` when there is none, it is this very path, or the link failed (the entry goes).
+async fn link_shared(recipe: &Recipe, path: &str, ctx: &Context) -> Option<Built> {
+    let built = ctx.shared.get(recipe).filter(|b| b.path != path)?;
+    let storage = ctx.storage.clone();
+    let (from, to, size) = (built.path.clone(), path.to_string(), built.size);
+    let linked = tokio::task::spawn_blocking(move || storage.link_artifact(&from, &to, size)).await;
+    match linked {
+        Ok(Ok(())) => {
+            ctx.shared.stored_at(path);
+            tracing::debug!(artifact = path, from = %built.path, "artifact shared with an object that built it");
+            Some(Built {
+                path: path.to_string(),
+                ..built
+            })
+        }
+        Ok(Err(e)) => {
+            tracing::debug!(artifact = path, from = %built.path, error = %crate::domain::error_chain::chain(&e), "shared artifact not linked; building it");
+            ctx.shared.forget(recipe);
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+/// Pulls and stores a new artifact of the verified source, as `desired` asks, or links
+/// the one another object built from the same manifest and recipe (`shared.rs`).
 pub async fn store(
     desired: &Desired,
     flavour: &Flavour,
@@ -173,29 +201,46 @@ pub async fn store(
     let dir = object_dir_in(kind_dir(flavour), namespace, name)?;
     let path = format!("{dir}/{}.tar.gz", source.target.digest.hex());
     let selector = &desired.layers;
-    let stored = pipeline::store_layers(
-        source.registry.clone(),
-        StoreRequest {
-            url: &source.url,
-            manifest: &manifest,
-            manifest_digest: &manifest_digest,
-            selector,
-            ignore: &desired.ignore,
-            limits: &ctx.settings.limits,
-            storage: ctx.storage.as_ref(),
-            path: &path,
-        },
-    )
-    .await?;
-    // Bytes pulled from the registry: the selected layers (copy fetches only the first match).
-    let pulled: u64 = match selector.select(&manifest) {
-        Ok(crate::domain::layers::Selection::Extract(layers)) => {
-            layers.iter().map(|l| l.size).sum()
-        }
-        Ok(crate::domain::layers::Selection::Copy(layer)) => layer.size,
-        Err(_) => 0,
+    let recipe = Recipe::new(&source.url, &manifest_digest, selector, &desired.ignore);
+    let linked = match source.registry.pull_proven() {
+        true => link_shared(&recipe, &path, ctx).await,
+        false => None,
     };
-    ctx.metrics.add_bytes_pulled(pulled);
+    let stored = match linked {
+        Some(built) => built,
+        None => {
+            let stored = pipeline::store_layers(
+                source.registry.clone(),
+                StoreRequest {
+                    url: &source.url,
+                    manifest: &manifest,
+                    manifest_digest: &manifest_digest,
+                    selector,
+                    ignore: &desired.ignore,
+                    limits: &ctx.settings.limits,
+                    storage: ctx.storage.as_ref(),
+                    path: &path,
+                },
+            )
+            .await?;
+            // Bytes pulled from the registry: the selected layers (copy fetches only the first match).
+            let pulled: u64 = match selector.select(&manifest) {
+                Ok(crate::domain::layers::Selection::Extract(layers)) => {
+                    layers.iter().map(|l| l.size).sum()
+                }
+                Ok(crate::domain::layers::Selection::Copy(layer)) => layer.size,
+                Err(_) => 0,
+            };
+            ctx.metrics.add_bytes_pulled(pulled);
+            let built = Built {
+                path: stored.path,
+                digest: stored.digest,
+                size: stored.size,
+            };
+            ctx.shared.put(recipe, built.clone());
+            built
+        }
+    };
     if let Err(e) = ctx.storage.garbage_collect(
         &dir,
         &stored.path,

@@ -1,6 +1,6 @@
 //! What every reconcile needs: the ports (registry, verifier, Secrets, cloud logins),
 //! the artifact store, the controller settings, and small in-memory caches (verified
-//! digests and consecutive failures). The composition root (`app`) builds it; tests
+//! digests, consecutive failures, artifacts shared between objects). The composition root (`app`) builds it; tests
 //! build their own.
 
 use std::collections::HashMap;
@@ -55,6 +55,8 @@ pub struct Context {
     pub metrics: Arc<dyn ReconcileMetrics>,
     /// Cloud registry logins for `spec.provider` (none: such objects fail to log in).
     pub cloud: Option<Arc<dyn CloudLogin>>,
+    /// Artifacts built so far, shared with objects that resolve the same manifest.
+    pub(crate) shared: super::shared::SharedBuilds,
     verified: Mutex<HashMap<String, String>>,
     failures: Mutex<HashMap<String, u32>>,
 }
@@ -77,6 +79,7 @@ impl Context {
             settings,
             metrics,
             cloud: None,
+            shared: Default::default(),
             verified: Mutex::default(),
             failures: Mutex::default(),
         }

@@ -13,6 +13,7 @@ pub mod credentials;
 pub mod error;
 pub mod flux_text;
 pub mod progress;
+pub mod shared;
 pub mod source;
 
 use std::hash::{Hash, Hasher};

@@ -101,6 +101,8 @@ pub struct RegistryClient {
     /// its credentials may pull from the repository, so manifests kept by digest
     /// (`memo.rs`) may be read instead of fetched again.
     pub(crate) answered: Arc<AtomicBool>,
+    /// The session goes through a proxy the object named (`spec.proxySecretRef`).
+    pub(crate) proxied: bool,
 }
 
 impl std::fmt::Debug for RegistryClient {
@@ -174,6 +176,7 @@ impl RegistryClient {
             small_timeout: options.timeout.unwrap_or(DEFAULT_TIMEOUT),
             audience: options.audience,
             answered: Arc::new(AtomicBool::new(false)),
+            proxied: options.proxy.is_some(),
         })
     }
 

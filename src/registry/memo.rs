@@ -11,13 +11,12 @@
 //! one another tenant fetched.
 //!
 //! Bounded: only manifests of up to [`MAX_ENTRY`] bytes are kept, [`BUDGET`] bytes in
-//! all, the oldest dropped first. Our own small map rather than an LRU crate: a FIFO over
-//! a few hundred small entries needs no more, and no such crate is in the tree.
+//! all, the oldest dropped first (`domain::fifo`).
 
-use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use crate::domain::digest::Digest;
+use crate::domain::fifo::Fifo;
 use crate::ports::FetchedManifest;
 
 /// Largest manifest kept (an artifact's manifest is a few KiB; an index of many
@@ -29,17 +28,18 @@ pub const BUDGET: usize = 1 << 20;
 /// (registry host, repository, digest).
 type Key = (String, String, Digest);
 
-#[derive(Default)]
-struct Inner {
-    entries: HashMap<Key, FetchedManifest>,
-    order: VecDeque<Key>,
-    bytes: usize,
+/// The shared manifests; clones share the same map.
+#[derive(Clone)]
+pub struct Manifests {
+    inner: Arc<Mutex<Fifo<Key, FetchedManifest>>>,
 }
 
-/// The shared manifests; clones share the same map.
-#[derive(Clone, Default)]
-pub struct Manifests {
-    inner: Arc<Mutex<Inner>>,
+impl Default for Manifests {
+    fn default() -> Self {
+        Self {
+            inner: Arc::new(Mutex::new(Fifo::new(BUDGET, MAX_ENTRY))),
+        }
+    }
 }
 
 impl std::fmt::Debug for Manifests {
@@ -53,17 +53,12 @@ impl Manifests {
     pub fn get(&self, host: &str, repository: &str, digest: &Digest) -> Option<FetchedManifest> {
         let inner = self.inner.lock().ok()?;
         inner
-            .entries
             .get(&(host.to_string(), repository.to_string(), digest.clone()))
             .cloned()
     }
 
     /// Keeps `manifest` (already checked against its digest) unless it is too large.
     pub fn put(&self, host: &str, repository: &str, manifest: &FetchedManifest) {
-        let size = manifest.body.len();
-        if size > MAX_ENTRY {
-            return;
-        }
         let Ok(mut inner) = self.inner.lock() else {
             return;
         };
@@ -72,26 +67,15 @@ impl Manifests {
             repository.to_string(),
             manifest.digest.clone(),
         );
-        if inner.entries.contains_key(&key) {
-            return;
+        if inner.get(&key).is_none() {
+            inner.put(key, manifest.clone(), manifest.body.len());
         }
-        while inner.bytes + size > BUDGET {
-            let Some(oldest) = inner.order.pop_front() else {
-                break;
-            };
-            if let Some(gone) = inner.entries.remove(&oldest) {
-                inner.bytes -= gone.body.len();
-            }
-        }
-        inner.bytes += size;
-        inner.order.push_back(key.clone());
-        inner.entries.insert(key, manifest.clone());
     }
 
     /// Bytes of manifest bodies kept now.
     #[cfg(test)]
     fn bytes(&self) -> usize {
-        self.inner.lock().map(|i| i.bytes).unwrap_or(0)
+        self.inner.lock().map(|i| i.cost()).unwrap_or(0)
     }
 }
 

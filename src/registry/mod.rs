@@ -162,4 +162,8 @@ impl Registry for RegistryClient {
     ) -> Result<Referrers, RegistryError> {
         self.list_referrers(digest, artifact_type).await
     }
+
+    fn pull_proven(&self) -> bool {
+        self.answered.load(std::sync::atomic::Ordering::Relaxed) && !self.proxied
+    }
 }

@@ -39,6 +39,10 @@ impl ArtifactStore for Storage {
         Storage::verify(self, rel, digest)
     }
 
+    fn link_artifact(&self, from: &str, to: &str, size: u64) -> Result<(), StoreError> {
+        Storage::link_artifact(self, from, to, size)
+    }
+
     fn link_latest(&self, artifact_rel: &str) -> Result<String, StoreError> {
         Storage::link_latest(self, artifact_rel)
     }

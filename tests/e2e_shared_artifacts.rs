@@ -1,0 +1,195 @@
+//! Objects that follow the same artifact share one build (`reconcile::shared`): through
+//! the one-shot mode against the real registry, the second object of a manifest, repository
+//! and recipe gets the first one's file under its own path (one file, two names) and
+//! costs no blob request; another recipe or repository builds its own; and a tenant whose
+//! registry answers arrive through a proxy of its choosing (which may answer anything in
+//! the registry's name) never obtains another tenant's build: it must pull, and fails.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod fake_registry;
+mod support;
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Method, StatusCode};
+use fake_registry::{respond, serve};
+use support::oneshot_parity::{object, reconcile, write, Run};
+use support::{tar_gz, RegistryOpts, TestRegistry};
+
+const LAYER: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
+
+fn login_secret(host: &str) -> String {
+    use base64::Engine as _;
+    let auth = base64::engine::general_purpose::STANDARD.encode("alice:s3cret");
+    let json = format!(r#"{{"auths":{{"{host}":{{"auth":"{auth}"}}}}}}"#);
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: login\n  namespace: team\ntype: kubernetes.io/dockerconfigjson\nstringData:\n  .dockerconfigjson: '{json}'\n"
+    )
+}
+
+/// Every object's status from a one-shot run, by name.
+fn statuses(run: &Run) -> std::collections::HashMap<String, serde_json::Value> {
+    let v: serde_json::Value = serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", run.stdout, run.stderr));
+    v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["metadata"]["name"].as_str().unwrap().to_string(),
+                o["status"].clone(),
+            )
+        })
+        .collect()
+}
+
+fn ready(status: &serde_json::Value) -> (String, String) {
+    let c = status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+        .unwrap_or_else(|| panic!("no Ready in {status}"));
+    (
+        c["status"].as_str().unwrap().to_string(),
+        c["message"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+fn inode(storage: &Path, status: &serde_json::Value) -> u64 {
+    let path = status["artifact"]["path"].as_str().unwrap();
+    std::fs::metadata(storage.join(path)).unwrap().ino()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_of_one_manifest_share_a_build_only_with_proven_pull_access() {
+    let reg = TestRegistry::start(RegistryOpts::plain().with_basic_auth("alice", "s3cret"));
+    let layer = tar_gz(&[
+        ("app/deploy.yaml", b"replicas: 1\n"),
+        ("README.md", b"hi\n"),
+    ]);
+    let app = reg
+        .push_artifact("team/app", "v1", &[(LAYER, layer.clone())], &[])
+        .await;
+    let other = reg
+        .push_artifact("team/other", "v1", &[(LAYER, layer)], &[])
+        .await;
+    assert_eq!(app.manifest_digest, other.manifest_digest);
+
+    // What a proxy of the tenant's choosing can do: answer the manifest requests in the
+    // registry's name (the manifest's bytes are no secret), while it has no blob to give.
+    let manifest = app.manifest.clone();
+    let digest = app.manifest_digest.clone();
+    let proxy = serve(Arc::new(move |method, uri, _headers| {
+        if uri.path().contains("/manifests/") {
+            let headers = [
+                (
+                    "content-type",
+                    "application/vnd.oci.image.manifest.v1+json".to_string(),
+                ),
+                ("docker-content-digest", digest.clone()),
+            ];
+            let body = if method == Method::HEAD {
+                Body::empty()
+            } else {
+                Body::from(manifest.clone())
+            };
+            return respond(StatusCode::OK, &headers, body);
+        }
+        respond(StatusCode::NOT_FOUND, &[], Body::empty())
+    }))
+    .await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let storage = dir.path().join("storage");
+    let url = |repo: &str| format!("oci://{}/{repo}", reg.host());
+    let login = "  insecure: true\n  secretRef:\n    name: login\n";
+    let docs = [
+        object("first", &url("team/app"), "    tag: v1", login),
+        object("second", &url("team/app"), "    tag: v1", login),
+        object(
+            "ignoring",
+            &url("team/app"),
+            "    tag: v1",
+            &format!("{login}  ignore: \"*.md\"\n"),
+        ),
+        object("other-repo", &url("team/other"), "    tag: v1", login),
+        object(
+            "proxied",
+            &url("team/app"),
+            "    tag: v1",
+            "  insecure: true\n  proxySecretRef:\n    name: proxy\n",
+        ),
+        login_secret(&reg.host()),
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: proxy\n  namespace: team\nstringData:\n  address: http://{}\n",
+            proxy.host
+        ),
+    ];
+    let file = write(dir.path(), "objects.yaml", &docs.join("---\n"));
+    let before = reg.request_log().len();
+    let run = reconcile(&[&file], &storage, &[]);
+    let st = statuses(&run);
+    let blob_gets: Vec<String> = reg.request_log()[before..]
+        .iter()
+        .filter(|r| r.method == "GET" && r.path.contains("/blobs/"))
+        .map(|r| r.path.clone())
+        .collect();
+
+    for name in ["first", "second", "ignoring", "other-repo"] {
+        assert_eq!(ready(&st[name]).0, "True", "{name}: {}", run.stderr);
+    }
+    // One build per repository and recipe: first, ignoring, other-repo. Not second.
+    assert_eq!(blob_gets.len(), 3, "{blob_gets:?}");
+    assert_eq!(
+        inode(&storage, &st["first"]),
+        inode(&storage, &st["second"])
+    );
+    assert_ne!(
+        st["first"]["artifact"]["path"],
+        st["second"]["artifact"]["path"]
+    );
+    assert_eq!(
+        st["first"]["artifact"]["digest"],
+        st["second"]["artifact"]["digest"]
+    );
+    assert_eq!(
+        st["first"]["artifact"]["revision"],
+        st["second"]["artifact"]["revision"]
+    );
+    for name in ["ignoring", "other-repo"] {
+        assert_ne!(
+            inode(&storage, &st["first"]),
+            inode(&storage, &st[name]),
+            "{name}"
+        );
+    }
+    assert_ne!(
+        st["first"]["artifact"]["digest"], st["ignoring"]["artifact"]["digest"],
+        "spec.ignore must change the artifact"
+    );
+
+    // The proxied tenant's session was answered, but not by a party ocisource can trust
+    // to be the registry: it pulls its own layers, and the proxy has none to give.
+    let (status, message) = ready(&st["proxied"]);
+    assert_eq!(status, "False", "{}", st["proxied"]);
+    assert!(message.contains("blob"), "{message}");
+    assert!(st["proxied"]["artifact"].is_null(), "{}", st["proxied"]);
+    assert!(
+        proxy.seen().iter().any(|s| s.uri.contains("/blobs/")),
+        "the proxied object asked its proxy for the layer"
+    );
+
+    // The first object's folder removed (a deleted object): the second one's artifact is
+    // whole, since it is the same file under its own name.
+    let first = storage.join(st["first"]["artifact"]["path"].as_str().unwrap());
+    std::fs::remove_dir_all(first.parent().unwrap()).unwrap();
+    let second = storage.join(st["second"]["artifact"]["path"].as_str().unwrap());
+    assert_eq!(
+        support::sha256(&std::fs::read(second).unwrap()),
+        st["second"]["artifact"]["digest"]
+    );
+}
