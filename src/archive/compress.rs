@@ -1,24 +1,26 @@
 //! The output side of the merge: a tar writer whose bytes go, in large chunks through a
-//! bounded channel, to a compressor thread that gzips them (level 6) into the caller's
-//! writer. Two cores work at once: one parses and normalises, one deflates. Chunk
-//! buffers are recycled, so memory stays at a few MiB whatever the artifact size.
+//! bounded channel, to a compressor thread that gzips them (level 6, in blocks deflated
+//! by worker threads: `blocks.rs`) into the caller's writer. Several cores work at once:
+//! one parses and normalises, the others deflate. Chunk buffers are recycled, so memory
+//! stays at a few MiB whatever the artifact size.
 //! Synchronous `std` threads only; no tokio.
 
 use std::io::{self, Read, Write};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
-use flate2::write::GzEncoder;
-use flate2::Compression;
 use tar::EntryType;
 
 use super::error::ArchiveError;
 use super::normalise::{header, DIR_MODE};
 
-/// Size of one chunk handed to the compressor.
+/// Size of one chunk handed to the compressor. Each chunk is one deflate block run
+/// (`blocks.rs`), so the artifact's bytes, and digest, depend on it: changing it changes
+/// every artifact built afterwards.
 const CHUNK: usize = 256 << 10;
-/// Chunks in flight between the two threads.
-const IN_FLIGHT: usize = 4;
+/// Chunks in flight from the tar writer to the compressor (which keeps its own,
+/// `blocks::IN_FLIGHT`, while the workers deflate them).
+const IN_FLIGHT: usize = 2;
 
 /// Collects tar bytes into chunks and sends them to the compressor thread.
 struct ChunkWriter {
@@ -90,17 +92,7 @@ impl<W: Write + Send + 'static> Sink<W> {
         let (free_tx, free) = sync_channel::<Vec<u8>>(IN_FLIGHT + 1);
         let thread = std::thread::Builder::new()
             .name("ocisource-gzip".into())
-            .spawn(move || {
-                let mut gz = GzEncoder::new(out, Compression::new(6));
-                for mut chunk in rx {
-                    gz.write_all(&chunk)?;
-                    chunk.clear();
-                    let _ = free_tx.try_send(chunk);
-                }
-                let mut out = gz.finish()?;
-                out.flush()?;
-                Ok(out)
-            })
+            .spawn(move || super::blocks::gzip(rx, free_tx, out))
             .map_err(|source| ArchiveError::Write { source })?;
         let writer = ChunkWriter {
             buf: Vec::with_capacity(CHUNK),

@@ -23,6 +23,7 @@
 //! Sync `std::io` only; the async bridge lives in [`bridge`], the only module here that
 //! may import tokio.
 
+mod blocks;
 pub mod bridge;
 mod compress;
 mod decode;
