@@ -33,8 +33,17 @@ use super::AppError;
 enum Routes {
     /// Stored artifacts, from this storage root (`server::serve_artifacts`).
     Artifacts(std::path::PathBuf),
-    /// An axum router (metrics, probes).
-    Router(axum::Router),
+    /// An axum router (metrics, probes), with the listener's limits.
+    Router(axum::Router, Limits),
+}
+
+/// The listener's limits: `/metrics` renders a page per object count and holds it for
+/// slow readers, so its listener takes fewer connections ([`Limits::metrics`]).
+fn limits_of(what: &str) -> Limits {
+    match what {
+        "metrics" => Limits::metrics(),
+        _ => Limits::default(),
+    }
 }
 
 /// Binds `addr` and serves `routes` there until `stop` changes or closes.
@@ -55,8 +64,8 @@ async fn serve(
             Routes::Artifacts(root) => {
                 server::serve_artifacts(listener, root, Limits::default(), stopped).await;
             }
-            Routes::Router(router) => {
-                server::serve(listener, router, Limits::default(), stopped).await;
+            Routes::Router(router, limits) => {
+                server::serve(listener, router, limits, stopped).await;
             }
         }
         tracing::info!("{what} server stopped");
@@ -105,12 +114,15 @@ pub async fn run(args: ControllerArgs) -> Result<(), AppError> {
         ),
         (
             &args.metrics_addr,
-            Routes::Router(server::metrics_router(metrics.clone())),
+            Routes::Router(
+                server::metrics_router(metrics.clone()),
+                limits_of("metrics"),
+            ),
             "metrics",
         ),
         (
             &args.health_addr,
-            Routes::Router(server::health_router(ready.clone())),
+            Routes::Router(server::health_router(ready.clone()), limits_of("health")),
             "health",
         ),
     ] {
@@ -296,4 +308,19 @@ async fn prepare(
         concurrency: args.concurrent,
     };
     Ok((kctx, scope))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_metrics_listener_takes_few_connections_and_the_probes_the_default() {
+        assert_eq!(
+            limits_of("metrics").max_connections,
+            server::METRICS_CONNECTIONS
+        );
+        assert_eq!(limits_of("health"), Limits::default());
+        assert_eq!(limits_of("artifact"), Limits::default());
+    }
 }

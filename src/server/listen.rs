@@ -52,6 +52,24 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// The metrics listener's: [`Limits::default`] with at most
+    /// [`METRICS_CONNECTIONS`] connections. Its page is rendered whole per request (one
+    /// line per object per gauge, ~4 MiB at 10,000 objects) and held until the client
+    /// has read it, so 256 slow readers could hold a GiB; a scraper needs one connection.
+    /// The probe listener keeps the default: its answers are a few bytes, and a small cap
+    /// would let a few idle connections starve the kubelet's probes.
+    pub fn metrics() -> Self {
+        Self {
+            max_connections: METRICS_CONNECTIONS,
+            ..Self::default()
+        }
+    }
+}
+
+/// Connections the metrics listener serves at once.
+pub const METRICS_CONNECTIONS: usize = 8;
+
 /// Largest request head kept in memory per connection (hyper's floor is 8 KiB; artifact
 /// requests are a few hundred bytes).
 const MAX_HEAD_BYTES: usize = 64 << 10;
