@@ -302,7 +302,8 @@ def run_controller(bin_path: str, mock: MockKube, out: Path, tag: str, settle: f
         while time.monotonic() - start < deadline_s:
             if proc.poll() is not None:
                 break
-            if done_at is None and len(mock.status_patched) >= wait_for:
+            # Ready, not patched: a new object's first status patch is Reconciling.
+            if done_at is None and mock.ready_count() >= wait_for:
                 done_at = time.monotonic()
             if done_at is not None and time.monotonic() - done_at >= settle:
                 break

@@ -107,7 +107,7 @@ def push(host: str, repo: str, layer: bytes, media: str, pad: int, work: Path) -
 def fits(bin_path: str, host: str, repo: str, work: Path) -> bool:
     out = work / "probe.tar.gz"
     run = subprocess.run([bin_path, "pull", f"oci://{host}/{repo}", "--tag", "v1", "--insecure",
-                          "-o", str(out)], capture_output=True, text=True)
+                          "--output-file", str(out)], capture_output=True, text=True)
     if run.returncode != 0:
         print(f"[worst] probe: {run.stderr.strip()[-300:]}", file=sys.stderr)
     return run.returncode == 0
