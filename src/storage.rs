@@ -250,6 +250,12 @@ impl Storage {
                 format!("'{from}' changed while it was linked"),
             )));
         }
+        // Modified now, as a new file would be: `to` may replace a newer artifact behind
+        // `latest.tar.gz`, and a client holding that one's `Last-Modified` must not be
+        // told 304. The first name's time moves forward too: at worst a spare download.
+        File::open(link.path())
+            .and_then(|f| f.set_modified(std::time::SystemTime::now()))
+            .map_err(werr)?;
         link.persist(&target).map_err(|e| werr(e.error))?;
         if self.durable {
             // Make the rename durable; failure here is not fatal on filesystems without dir fsync.
@@ -332,8 +338,18 @@ mod tests {
         let to = Storage::artifact_path("team-b", "app", "d.tar.gz").unwrap();
         s.write_file(&from, b"shared bytes").unwrap();
         s.write_file(&to, b"an older build").unwrap();
-        s.link_artifact(&from, &to, 12).unwrap();
         let (a, b) = (s.resolve(&from).unwrap(), s.resolve(&to).unwrap());
+        let past = SystemTime::now() - Duration::from_secs(3600);
+        File::options()
+            .write(true)
+            .open(&a)
+            .unwrap()
+            .set_modified(past)
+            .unwrap();
+        let before = SystemTime::now() - Duration::from_secs(1);
+        s.link_artifact(&from, &to, 12).unwrap();
+        // Modified as a new file would be, not an hour ago.
+        assert!(fs::metadata(&b).unwrap().modified().unwrap() >= before);
         assert_eq!(fs::read(&b).unwrap(), b"shared bytes");
         assert_eq!(
             fs::metadata(&a).unwrap().ino(),

@@ -202,9 +202,10 @@ pub async fn store(
     let path = format!("{dir}/{}.tar.gz", source.target.digest.hex());
     let selector = &desired.layers;
     let recipe = Recipe::new(&source.url, &manifest_digest, selector, &desired.ignore);
-    let linked = match source.registry.pull_proven() {
-        true => link_shared(&recipe, &path, ctx).await,
-        false => None,
+    let linked = if source.registry.pull_proven() {
+        link_shared(&recipe, &path, ctx).await
+    } else {
+        None
     };
     let stored = match linked {
         Some(built) => built,

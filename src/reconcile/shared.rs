@@ -18,9 +18,9 @@
 //! (that object rebuilt the same revision with other settings) is another file, so every
 //! store at a path first forgets the entries naming it; a file removed (garbage
 //! collection, a deleted object) makes the link fail, and the object builds its own.
-//! Linked files share the first one's modification time, so the newest-first order of
-//! an object's garbage collection may count a shared artifact as older than it is; the
-//! current artifact is always kept.
+//! A link is stamped modified now, as a new file would be (`Last-Modified`, the
+//! newest-first order of garbage collection); both names share the stamp, so the first
+//! object's file looks newer than it is: at worst a client downloads it once more.
 //! Bounded (`domain::fifo`): [`BUDGET`] bytes of keys and paths, oldest out first.
 
 use std::sync::Mutex;
