@@ -13,6 +13,10 @@
 //! digest names every layer digest, and the recipe is all the merge depends on besides
 //! (the controller's limits are the same for every object). Verification is not shared:
 //! every object's own `spec.verify` ran before its store step.
+//! The limit of that proof: a registry that authorises manifests and blobs separately
+//! (ECR's IAM actions `BatchGetImage` and `GetDownloadUrlForLayer`) could answer a tenant
+//! allowed the first only; through the share it would get the layers too. A `HEAD` of one
+//! selected blob per shared object would close that, at one request each.
 //!
 //! What a hard link cannot tell: a file renamed over the first object's path later
 //! (that object rebuilt the same revision with other settings) is another file, so every
