@@ -17,7 +17,7 @@
 use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use flate2::{Compress, Compression, Crc, FlushCompress};
 
@@ -126,19 +126,53 @@ pub(super) fn gzip<W: Write>(
     free: SyncSender<Vec<u8>>,
     out: W,
 ) -> io::Result<W> {
-    let mut member = Member::start(out)?;
+    let member = Member::start(out)?;
     let Ok(first) = chunks.recv() else {
         return member.finish();
     };
     let Ok(second) = chunks.recv() else {
-        let done = deflate(None, first, Vec::new())?;
-        member.block(&done)?;
-        return member.finish();
+        return in_order(member, std::iter::once(first), &free);
     };
     let workers = std::thread::available_parallelism()
         .map_or(1, usize::from)
         .clamp(1, MAX_WORKERS);
     in_blocks(member, [first, second], chunks, free, workers)
+}
+
+/// The dictionary of each chunk: the last [`DICTIONARY`] bytes of the one before.
+#[derive(Default)]
+struct Seams {
+    tail: Option<Vec<u8>>,
+}
+
+impl Seams {
+    /// The dictionary of `chunk`, the next chunk of the stream.
+    fn next(&mut self, chunk: &[u8]) -> Option<Vec<u8>> {
+        let tail = chunk[chunk.len().saturating_sub(DICTIONARY)..].to_vec();
+        self.tail.replace(tail)
+    }
+}
+
+/// Output buffers written out, for the next deflate to fill again.
+#[derive(Default)]
+struct Spares(Mutex<Vec<Vec<u8>>>);
+
+impl Spares {
+    fn take(&self) -> Vec<u8> {
+        self.0
+            .lock()
+            .ok()
+            .and_then(|mut s| s.pop())
+            .unwrap_or_default()
+    }
+
+    fn give(&self, buffer: Vec<u8>) {
+        if let Ok(mut s) = self.0.lock() {
+            if s.len() < IN_FLIGHT {
+                s.push(buffer);
+            }
+        }
+    }
 }
 
 /// [`gzip`] of two or more chunks, on `workers` threads.
@@ -149,37 +183,33 @@ fn in_blocks<W: Write>(
     free: SyncSender<Vec<u8>>,
     workers: usize,
 ) -> io::Result<W> {
+    let (jobs, queue) = sync_channel::<Job>(workers);
+    let queue = Mutex::new(queue);
+    let spares = Spares::default();
     std::thread::scope(|scope| {
-        let (jobs, queue) = sync_channel::<Job>(workers);
-        let queue = Arc::new(Mutex::new(queue));
-        // Output buffers written out, for the workers to fill again.
-        let spares = Arc::new(Mutex::new(Vec::<Vec<u8>>::new()));
         let mut started = 0;
         for i in 0..workers {
-            let queue = queue.clone();
-            let spares = spares.clone();
+            let (queue, spares) = (&queue, &spares);
             let spawned = std::thread::Builder::new()
                 .name(format!("ocisource-gzip-{i}"))
-                .spawn_scoped(scope, move || work(&queue, &spares));
+                .spawn_scoped(scope, move || work(queue, spares));
             // Out of threads (a pids limit): the workers that started do the work.
             match spawned {
                 Ok(_) => started += 1,
                 Err(_) => break,
             }
         }
+        let all = first.into_iter().chain(chunks.iter());
         if started == 0 {
-            drop(jobs);
-            return in_order(member, first, &chunks, &free);
+            return in_order(member, all, &free);
         }
         // `jobs` is dropped when this returns, early or not: the workers then end.
         let mut pending: VecDeque<Receiver<io::Result<Done>>> = VecDeque::new();
-        let mut tail: Option<Vec<u8>> = None;
-        for chunk in first.into_iter().chain(chunks.iter()) {
-            let dictionary = tail.take();
-            tail = Some(chunk[chunk.len().saturating_sub(DICTIONARY)..].to_vec());
+        let mut seams = Seams::default();
+        for chunk in all {
             let (reply, answer) = sync_channel(1);
             jobs.send(Job {
-                dictionary,
+                dictionary: seams.next(&chunk),
                 chunk,
                 reply,
             })
@@ -208,61 +238,47 @@ fn in_blocks<W: Write>(
     })
 }
 
-/// [`in_blocks`] on this thread alone, when no worker thread could be started: the same
-/// bytes, one block after the other.
+/// The chunks deflated on this thread, one after the other: a stream of one chunk, or
+/// no worker thread could be started. The same bytes as [`in_blocks`].
 fn in_order<W: Write>(
     mut member: Member<W>,
-    first: [Vec<u8>; 2],
-    chunks: &Receiver<Vec<u8>>,
+    chunks: impl Iterator<Item = Vec<u8>>,
     free: &SyncSender<Vec<u8>>,
 ) -> io::Result<W> {
-    let mut tail: Option<Vec<u8>> = None;
-    let mut spare = Vec::new();
-    for chunk in first.into_iter().chain(chunks.iter()) {
-        let dictionary = tail.take();
-        tail = Some(chunk[chunk.len().saturating_sub(DICTIONARY)..].to_vec());
-        let mut done = deflate(dictionary.as_deref(), chunk, spare)?;
-        member.block(&done)?;
-        done.chunk.clear();
-        let _ = free.try_send(done.chunk);
-        spare = done.deflated;
+    let mut seams = Seams::default();
+    let spares = Spares::default();
+    for chunk in chunks {
+        let dictionary = seams.next(&chunk);
+        let done = deflate(dictionary.as_deref(), chunk, spares.take());
+        written(&mut member, free, &spares, Some(done))?;
     }
     member.finish()
 }
 
-/// Writes one deflated chunk (a worker's answer) and recycles its buffer.
+/// Writes one deflated chunk (a worker's answer) and recycles its buffers.
 fn written<W: Write>(
     member: &mut Member<W>,
     free: &SyncSender<Vec<u8>>,
-    spares: &Mutex<Vec<Vec<u8>>>,
+    spares: &Spares,
     done: Option<io::Result<Done>>,
 ) -> io::Result<()> {
     let mut done = done.unwrap_or_else(|| Err(io::Error::other("a gzip worker stopped")))?;
     member.block(&done)?;
     done.chunk.clear();
     let _ = free.try_send(done.chunk);
-    if let Ok(mut s) = spares.lock() {
-        if s.len() < IN_FLIGHT {
-            s.push(done.deflated);
-        }
-    }
+    spares.give(done.deflated);
     Ok(())
 }
 
 /// A worker: deflates jobs until the queue closes.
-fn work(queue: &Mutex<Receiver<Job>>, spares: &Mutex<Vec<Vec<u8>>>) {
+fn work(queue: &Mutex<Receiver<Job>>, spares: &Spares) {
     loop {
         let job = match queue.lock() {
             Ok(q) => q.recv(),
             Err(_) => return,
         };
         let Ok(job) = job else { return };
-        let spare = spares
-            .lock()
-            .ok()
-            .and_then(|mut s| s.pop())
-            .unwrap_or_default();
-        let done = deflate(job.dictionary.as_deref(), job.chunk, spare);
+        let done = deflate(job.dictionary.as_deref(), job.chunk, spares.take());
         let _ = job.reply.send(done);
     }
 }
