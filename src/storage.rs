@@ -107,16 +107,21 @@ impl Storage {
         self.create_inner(rel, Some(digest))
     }
 
+    /// The folder `target` (a resolved path) goes in.
+    fn folder_of(&self, target: &Path) -> PathBuf {
+        target
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| self.root.clone())
+    }
+
     fn create_inner(
         &self,
         rel: &str,
         known: Option<Digest>,
     ) -> Result<PendingArtifact, StorageError> {
         let target = self.resolve(rel)?;
-        let dir = target
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| self.root.clone());
+        let dir = self.folder_of(&target);
         let cerr = |source| StorageError::Create {
             dir: dir.clone(),
             source,
@@ -208,10 +213,7 @@ impl Storage {
     pub fn link_artifact(&self, from: &str, to: &str, size: u64) -> Result<(), StorageError> {
         let source = self.resolve(from)?;
         let target = self.resolve(to)?;
-        let dir = target
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| self.root.clone());
+        let dir = self.folder_of(&target);
         let rerr = |source_path: &Path, source| StorageError::Read {
             path: source_path.to_path_buf(),
             source,
@@ -258,8 +260,7 @@ impl Storage {
             .map_err(werr)?;
         link.persist(&target).map_err(|e| werr(e.error))?;
         if self.durable {
-            // Make the rename durable; failure here is not fatal on filesystems without dir fsync.
-            let _ = File::open(&dir).and_then(|d| d.sync_all());
+            sync_dir(&dir);
         }
         Ok(())
     }
@@ -285,6 +286,12 @@ impl Storage {
     pub fn remove_stale_temps(&self) -> Result<Vec<String>, StorageError> {
         temp::remove_stale_under(&self.root)
     }
+}
+
+/// Makes a rename into `dir` durable. Failure is not fatal: some filesystems cannot
+/// fsync a directory.
+pub(super) fn sync_dir(dir: &Path) {
+    let _ = File::open(dir).and_then(|d| d.sync_all());
 }
 
 /// Opens `path` for reading if it is a regular file; `None` when it is missing or is

@@ -4,7 +4,6 @@
 //! (see [`StorageError::recover`]), so a full disk is reported as a storage failure
 //! with its path even through the compressor that sits between merger and file.
 
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 
@@ -90,8 +89,7 @@ impl PendingArtifact {
         }
         tmp.persist(&self.target).map_err(|e| werr(e.error))?;
         if let (true, Some(dir)) = (self.durable, self.target.parent()) {
-            // Make the rename durable; failure here is not fatal on filesystems without dir fsync.
-            let _ = File::open(dir).and_then(|d| d.sync_all());
+            super::sync_dir(dir);
         }
         let digest = self.known.unwrap_or_else(|| self.hasher.finish());
         Ok(StoredFile {
