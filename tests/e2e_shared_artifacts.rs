@@ -4,6 +4,9 @@
 //! costs no blob request; another recipe or repository builds its own; and a tenant whose
 //! registry answers arrive through a proxy of its choosing (which may answer anything in
 //! the registry's name) never obtains another tenant's build: it must pull, and fails.
+//! Nor does a tenant whose login the registry lets read manifests but not blobs (as ECR's
+//! IAM actions can be granted apart): a registry that authorises by repository, as the
+//! real one here does, cannot be made to answer so, so an in-process one does.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -22,13 +25,22 @@ use support::{tar_gz, RegistryOpts, TestRegistry};
 
 const LAYER: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
 
-fn login_secret(host: &str) -> String {
+fn basic(user_password: &str) -> String {
     use base64::Engine as _;
-    let auth = base64::engine::general_purpose::STANDARD.encode("alice:s3cret");
+    base64::engine::general_purpose::STANDARD.encode(user_password)
+}
+
+/// A docker-config Secret `name` logging in to `host` as `user_password` ("user:password").
+fn login_secret_as(name: &str, host: &str, user_password: &str) -> String {
+    let auth = basic(user_password);
     let json = format!(r#"{{"auths":{{"{host}":{{"auth":"{auth}"}}}}}}"#);
     format!(
-        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: login\n  namespace: team\ntype: kubernetes.io/dockerconfigjson\nstringData:\n  .dockerconfigjson: '{json}'\n"
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  namespace: team\ntype: kubernetes.io/dockerconfigjson\nstringData:\n  .dockerconfigjson: '{json}'\n"
     )
+}
+
+fn login_secret(host: &str) -> String {
+    login_secret_as("login", host, "alice:s3cret")
 }
 
 /// Every object's status from a one-shot run, by name.
@@ -133,17 +145,21 @@ async fn objects_of_one_manifest_share_a_build_only_with_proven_pull_access() {
     let before = reg.request_log().len();
     let run = reconcile(&[&file], &storage, &[]);
     let st = statuses(&run);
-    let blob_gets: Vec<String> = reg.request_log()[before..]
-        .iter()
-        .filter(|r| r.method == "GET" && r.path.contains("/blobs/"))
-        .map(|r| r.path.clone())
-        .collect();
+    let blob_gets = |status: u16| -> Vec<String> {
+        reg.request_log()[before..]
+            .iter()
+            .filter(|r| r.method == "GET" && r.path.contains("/blobs/") && r.status == status)
+            .map(|r| r.path.clone())
+            .collect()
+    };
 
     for name in ["first", "second", "ignoring", "other-repo"] {
         assert_eq!(ready(&st[name]).0, "True", "{name}: {}", run.stderr);
     }
-    // One build per repository and recipe: first, ignoring, other-repo. Not second.
-    assert_eq!(blob_gets.len(), 3, "{blob_gets:?}");
+    // One download per repository and recipe: first, ignoring, other-repo. Not second,
+    // whose proof of pull access is one ranged request for the layer's first byte.
+    assert_eq!(blob_gets(200).len(), 3, "{:?}", blob_gets(200));
+    assert_eq!(blob_gets(206).len(), 1, "{:?}", blob_gets(206));
     assert_eq!(
         inode(&storage, &st["first"]),
         inode(&storage, &st["second"])
@@ -192,4 +208,112 @@ async fn objects_of_one_manifest_share_a_build_only_with_proven_pull_access() {
         support::sha256(&std::fs::read(second).unwrap()),
         st["second"]["artifact"]["digest"]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_that_may_read_manifests_but_not_blobs_gets_no_shared_build() {
+    let layer = tar_gz(&[("app/deploy.yaml", b"replicas: 1\n")]);
+    let config = b"{}".to_vec();
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.cncf.flux.config.v1+json",
+                   "digest": support::sha256(&config), "size": config.len()},
+        "layers": [{"mediaType": LAYER, "digest": support::sha256(&layer), "size": layer.len()}],
+    }))
+    .unwrap();
+    let digest = support::sha256(&manifest);
+    let (alice, mallory) = (
+        format!("Basic {}", basic("alice:s3cret")),
+        format!("Basic {}", basic("mallory:pw")),
+    );
+    let blobs = [
+        (support::sha256(&layer), layer),
+        (support::sha256(&config), config),
+    ];
+    // Alice may read everything; mallory the manifests only; anyone else nothing.
+    let registry = serve(Arc::new(move |method, uri, headers| {
+        let who = headers.get("authorization").and_then(|v| v.to_str().ok());
+        let who = who.filter(|w| *w == alice || *w == mallory);
+        let Some(who) = who else {
+            return fake_registry::challenge(r#"Basic realm="fake""#.to_string());
+        };
+        let path = uri.path();
+        if path.starts_with("/v2/team/app/manifests/") {
+            let headers = [
+                (
+                    "content-type",
+                    "application/vnd.oci.image.manifest.v1+json".to_string(),
+                ),
+                ("docker-content-digest", digest.clone()),
+                ("content-length", manifest.len().to_string()),
+            ];
+            let body = if method == Method::HEAD {
+                Body::empty()
+            } else {
+                Body::from(manifest.clone())
+            };
+            return respond(StatusCode::OK, &headers, body);
+        }
+        let blob = path
+            .strip_prefix("/v2/team/app/blobs/")
+            .and_then(|d| blobs.iter().find(|(digest, _)| digest == d));
+        match blob {
+            Some(_) if who == mallory => respond(StatusCode::FORBIDDEN, &[], Body::empty()),
+            Some((_, bytes)) if headers.contains_key("range") => respond(
+                StatusCode::PARTIAL_CONTENT,
+                &[("content-range", format!("bytes 0-0/{}", bytes.len()))],
+                Body::from(bytes[..1].to_vec()),
+            ),
+            Some((_, bytes)) => respond(StatusCode::OK, &[], Body::from(bytes.clone())),
+            None => respond(StatusCode::NOT_FOUND, &[], Body::empty()),
+        }
+    }))
+    .await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let storage = dir.path().join("storage");
+    let url = format!("oci://{}/team/app", registry.host);
+    let login = |secret: &str| format!("  insecure: true\n  secretRef:\n    name: {secret}\n");
+    let docs = [
+        object("first", &url, "    tag: v1", &login("alice")),
+        object("second", &url, "    tag: v1", &login("alice")),
+        object("manifests-only", &url, "    tag: v1", &login("mallory")),
+        login_secret_as("alice", &registry.host, "alice:s3cret"),
+        login_secret_as("mallory", &registry.host, "mallory:pw"),
+    ];
+    let file = write(dir.path(), "objects.yaml", &docs.join("---\n"));
+    let run = reconcile(&[&file], &storage, &[]);
+    let st = statuses(&run);
+
+    for name in ["first", "second"] {
+        assert_eq!(ready(&st[name]).0, "True", "{name}: {}", run.stderr);
+    }
+    assert_eq!(
+        inode(&storage, &st["first"]),
+        inode(&storage, &st["second"]),
+        "alice's second object shares the first one's build"
+    );
+    // Mallory's session was answered for the manifest, but the registry refuses it the
+    // layer: it must not obtain alice's build, and fails as its own pull does.
+    let (status, message) = ready(&st["manifests-only"]);
+    assert_eq!(status, "False", "{}", st["manifests-only"]);
+    assert!(message.contains("blob"), "{message}");
+    assert!(message.contains("403"), "{message}");
+    assert!(
+        st["manifests-only"]["artifact"].is_null(),
+        "{}",
+        st["manifests-only"]
+    );
+    let seen = registry.seen();
+    let blob_requests = |user: &str| {
+        seen.iter()
+            .filter(|r| {
+                r.uri.contains("/blobs/sha256:") && r.authorization.as_deref() == Some(user)
+            })
+            .count()
+    };
+    // The second object's proof is one ranged request; the first object downloads.
+    assert!(blob_requests(&format!("Basic {}", basic("alice:s3cret"))) >= 2);
+    assert!(blob_requests(&format!("Basic {}", basic("mallory:pw"))) >= 1);
 }

@@ -40,6 +40,16 @@ pub enum Selection {
     Copy(Descriptor),
 }
 
+impl Selection {
+    /// The layers the artifact is made of, bottom first.
+    pub fn layers(&self) -> &[Descriptor] {
+        match self {
+            Self::Extract(layers) => layers,
+            Self::Copy(layer) => std::slice::from_ref(layer),
+        }
+    }
+}
+
 /// No layer fits the selector.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum LayerError {

@@ -223,12 +223,15 @@ pub trait Registry: Send + Sync {
         digest: &Digest,
         artifact_type: Option<&str>,
     ) -> Result<Referrers, RegistryError>;
-    /// True once the registry answered a manifest request of this session with success,
-    /// over a connection the object's own settings put no third party on (no proxy of
-    /// its choosing, which could answer in the registry's name): the session's
-    /// credentials may pull from its repository, so what another session built from that
-    /// repository may be shared with it (`reconcile::shared`). False by default.
-    fn pull_proven(&self) -> bool {
+    /// True when this session's credentials may pull `layers` themselves, proven without
+    /// downloading them: the registry answered a manifest request of this session with
+    /// success, over a connection the object's own settings put no third party on (no
+    /// proxy of its choosing, which could answer in the registry's name), and answers a
+    /// request for each blob's first byte with it (a registry may authorise manifests and
+    /// blobs separately, as ECR's IAM actions do). Then what another session built from
+    /// those layers may be shared with this one (`reconcile::shared`). False for no layer,
+    /// and by default.
+    async fn prove_pull(&self, _layers: &[Descriptor]) -> bool {
         false
     }
 }

@@ -13,9 +13,10 @@ use crate::api::conditions::to_time;
 use crate::api::flux_ocirepository::OPTIONS_METADATA_KEY;
 use crate::api::{Artifact, Flavour, OciRepositorySpec, OciRepositoryStatus};
 use crate::domain::desired::Desired;
-use crate::domain::manifest::Platform;
+use crate::domain::manifest::{Descriptor, Platform};
 use crate::domain::status::{Origin, Verification};
 use crate::pipeline::{self, StoreRequest};
+use crate::ports::registry::Registry;
 use crate::ports::store::{in_kind_dir, object_dir_in, FLUX_OCI_KIND_DIR, OCI_KIND_DIR};
 
 use super::context::Context;
@@ -152,8 +153,24 @@ pub struct Stored {
 
 /// The artifact another object built with `recipe`, linked at `path` (`shared.rs`);
 /// `None` when there is none, it is this very path, or the link failed (the entry goes).
-async fn link_shared(recipe: &Recipe, path: &str, ctx: &Context) -> Option<Built> {
+/// The artifact another object built from `recipe`, linked at `path`, when there is one
+/// and this object's own session proves it may pull `layers` (`Registry::prove_pull`:
+/// one request per layer, made only when there is something to link).
+async fn link_shared(
+    recipe: &Recipe,
+    path: &str,
+    layers: &[Descriptor],
+    registry: &dyn Registry,
+    ctx: &Context,
+) -> Option<Built> {
     let built = ctx.shared.get(recipe).filter(|b| b.path != path)?;
+    if !registry.prove_pull(layers).await {
+        tracing::debug!(
+            artifact = path,
+            "this object's session did not prove it may pull the layers; building them"
+        );
+        return None;
+    }
     let storage = ctx.storage.clone();
     let (from, to, size) = (built.path.clone(), path.to_string(), built.size);
     let linked = tokio::task::spawn_blocking(move || storage.link_artifact(&from, &to, size)).await;
@@ -202,11 +219,11 @@ pub async fn store(
     let path = format!("{dir}/{}.tar.gz", source.target.digest.hex());
     let selector = &desired.layers;
     let recipe = Recipe::new(&source.url, &manifest_digest, selector, &desired.ignore);
-    let linked = if source.registry.pull_proven() {
-        link_shared(&recipe, &path, ctx).await
-    } else {
-        None
-    };
+    let layers = selector
+        .select(&manifest)
+        .map(|s| s.layers().to_vec())
+        .unwrap_or_default();
+    let linked = link_shared(&recipe, &path, &layers, source.registry.as_ref(), ctx).await;
     let stored = match linked {
         Some(built) => built,
         None => {
@@ -225,14 +242,8 @@ pub async fn store(
             )
             .await?;
             // Bytes pulled from the registry: the selected layers (copy fetches only the first match).
-            let pulled: u64 = match selector.select(&manifest) {
-                Ok(crate::domain::layers::Selection::Extract(layers)) => {
-                    layers.iter().map(|l| l.size).sum()
-                }
-                Ok(crate::domain::layers::Selection::Copy(layer)) => layer.size,
-                Err(_) => 0,
-            };
-            ctx.metrics.add_bytes_pulled(pulled);
+            ctx.metrics
+                .add_bytes_pulled(layers.iter().map(|l| l.size).sum());
             let built = Built {
                 path: stored.path,
                 digest: stored.digest,

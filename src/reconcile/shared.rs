@@ -6,17 +6,19 @@
 //! with no blob request and no merge. Flux's source-controller pulls and unpacks per
 //! object: at 1,000 objects over 50 artifacts, 950 pulls and merges for nothing.
 //!
-//! Shared only with a session that proved it may pull from that repository itself
-//! (`Registry::pull_proven`: the registry answered its own manifest request, and no
-//! proxy of the object's choosing stood between them), so a tenant never obtains through
-//! the share what its own login could not pull. The key binds the bytes: the manifest
-//! digest names every layer digest, and the recipe is all the merge depends on besides
-//! (the controller's limits are the same for every object). Verification is not shared:
-//! every object's own `spec.verify` ran before its store step.
-//! The limit of that proof: a registry that authorises manifests and blobs separately
-//! (ECR's IAM actions `BatchGetImage` and `GetDownloadUrlForLayer`) could answer a tenant
-//! allowed the first only; through the share it would get the layers too. A `HEAD` of one
-//! selected blob per shared object would close that, at one request each.
+//! Shared only with a session that proved it may pull those layers itself
+//! (`Registry::prove_pull`: the registry answered its own manifest request, no proxy of
+//! the object's choosing stood between them, and it answers that session's request for
+//! the first byte of each selected layer), so a tenant never obtains through the share
+//! what its own login could not pull, even from a registry that authorises manifests and
+//! blobs separately (ECR's IAM actions `BatchGetImage` and `GetDownloadUrlForLayer`). The
+//! proof costs one small request per layer, made only when there is a build to link. Not
+//! a `HEAD`: it asks whether a blob exists, which a registry may authorise apart from
+//! reading it (ECR has a third action for existence, `BatchCheckLayerAvailability`).
+//! The key binds the bytes: the manifest digest names every layer digest, and the recipe
+//! is all the merge depends on besides (the controller's limits are the same for every
+//! object). Verification is not shared: every object's own `spec.verify` ran before its
+//! store step.
 //!
 //! What a hard link cannot tell: a file renamed over the first object's path later
 //! (that object rebuilt the same revision with other settings) is another file, so every

@@ -216,6 +216,21 @@ impl RegistryClient {
         Ok(Box::pin(stream))
     }
 
+    /// Whether this session may read the blob `descriptor` names, at the cost of one byte:
+    /// a `GET` of `Range: bytes=0-0`, answered 206 (or 200 by a registry that ignores
+    /// ranges: the body is dropped unread, and its connection with it).
+    pub(crate) async fn blob_readable(&self, descriptor: &Descriptor) -> Result<(), RegistryError> {
+        let url = self.url(&format!("blobs/{}", descriptor.digest));
+        let build = |c: &reqwest::Client| Ok(c.get(&url).header(RANGE, "bytes=0-0"));
+        let resp = self
+            .send("check access to blob", &url, Access::Pull, true, &build)
+            .await?;
+        match resp.status().as_u16() {
+            200 | 206 => Ok(()),
+            _ => Err(unexpected("check access to blob", &url, resp.status())),
+        }
+    }
+
     /// The whole blob in memory, refusing descriptors larger than `max`.
     pub(crate) async fn blob_whole(
         &self,

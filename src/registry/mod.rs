@@ -163,7 +163,18 @@ impl Registry for RegistryClient {
         self.list_referrers(digest, artifact_type).await
     }
 
-    fn pull_proven(&self) -> bool {
-        self.answered.load(std::sync::atomic::Ordering::Relaxed) && !self.proxied
+    async fn prove_pull(&self, layers: &[Descriptor]) -> bool {
+        if layers.is_empty()
+            || !self.answered.load(std::sync::atomic::Ordering::Relaxed)
+            || self.proxied
+        {
+            return false;
+        }
+        for layer in layers {
+            if self.blob_readable(layer).await.is_err() {
+                return false;
+            }
+        }
+        true
     }
 }

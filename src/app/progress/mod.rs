@@ -282,8 +282,8 @@ impl Registry for Counting {
     async fn blob_bytes(&self, descriptor: &Descriptor, max: u64) -> Result<Bytes, RegistryError> {
         self.inner.blob_bytes(descriptor, max).await
     }
-    fn pull_proven(&self) -> bool {
-        self.inner.pull_proven()
+    async fn prove_pull(&self, layers: &[Descriptor]) -> bool {
+        self.inner.prove_pull(layers).await
     }
 }
 
