@@ -71,6 +71,16 @@ fn ready(status: &serde_json::Value) -> (String, String) {
     )
 }
 
+/// The paths of the blob `GET`s the registry answered with `status` since request `before`
+/// (200: a download; 206: a one-byte proof of pull access).
+fn blob_gets(reg: &TestRegistry, before: usize, status: u16) -> Vec<String> {
+    reg.request_log()[before..]
+        .iter()
+        .filter(|r| r.method == "GET" && r.path.contains("/blobs/") && r.status == status)
+        .map(|r| r.path.clone())
+        .collect()
+}
+
 fn inode(storage: &Path, status: &serde_json::Value) -> u64 {
     let path = status["artifact"]["path"].as_str().unwrap();
     std::fs::metadata(storage.join(path)).unwrap().ino()
@@ -145,13 +155,7 @@ async fn objects_of_one_manifest_share_a_build_only_with_proven_pull_access() {
     let before = reg.request_log().len();
     let run = reconcile(&[&file], &storage, &[]);
     let st = statuses(&run);
-    let blob_gets = |status: u16| -> Vec<String> {
-        reg.request_log()[before..]
-            .iter()
-            .filter(|r| r.method == "GET" && r.path.contains("/blobs/") && r.status == status)
-            .map(|r| r.path.clone())
-            .collect()
-    };
+    let blob_gets = |status| blob_gets(&reg, before, status);
 
     for name in ["first", "second", "ignoring", "other-repo"] {
         assert_eq!(ready(&st[name]).0, "True", "{name}: {}", run.stderr);
@@ -316,4 +320,63 @@ async fn a_login_that_may_read_manifests_but_not_blobs_gets_no_shared_build() {
     // The second object's proof is one ranged request; the first object downloads.
     assert!(blob_requests(&format!("Basic {}", basic("alice:s3cret"))) >= 2);
     assert!(blob_requests(&format!("Basic {}", basic("mallory:pw"))) >= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anonymous_objects_share_without_a_proof_request_and_a_login_proves_its_own() {
+    let reg = TestRegistry::start(RegistryOpts::plain());
+    let layer = tar_gz(&[("app/deploy.yaml", b"replicas: 1\n")]);
+    for repo in ["team/app", "team/other"] {
+        reg.push_artifact(repo, "v1", &[(LAYER, layer.clone())], &[])
+            .await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let storage = dir.path().join("storage");
+    let url = |repo: &str| format!("oci://{}/{repo}", reg.host());
+    let anonymous = "  insecure: true\n";
+    let login = "  insecure: true\n  secretRef:\n    name: login\n";
+    // team/app is downloaded anonymously: the second anonymous object is the registry's
+    // same anonymous client, with nothing to prove; the login is another client and
+    // proves it may read the layer. team/other is downloaded with the login: an
+    // anonymous object proves its own.
+    let mut docs: Vec<String> = [
+        ("first", "team/app", anonymous),
+        ("second", "team/app", anonymous),
+        ("with-login", "team/app", login),
+        ("other-login", "team/other", login),
+        ("other-anonymous", "team/other", anonymous),
+    ]
+    .iter()
+    .map(|(name, repo, auth)| object(name, &url(repo), "    tag: v1", auth))
+    .collect();
+    docs.push(login_secret(&reg.host()));
+    let file = write(dir.path(), "objects.yaml", &docs.join("---\n"));
+    let before = reg.request_log().len();
+    let run = reconcile(&[&file], &storage, &[]);
+    let st = statuses(&run);
+    for (name, builder) in [
+        ("second", "first"),
+        ("with-login", "first"),
+        ("other-anonymous", "other-login"),
+    ] {
+        assert_eq!(ready(&st[name]).0, "True", "{name}: {}", run.stderr);
+        assert_eq!(
+            inode(&storage, &st[builder]),
+            inode(&storage, &st[name]),
+            "{name}"
+        );
+    }
+    let blob_gets = |status| blob_gets(&reg, before, status);
+    let (downloads, proofs) = (blob_gets(200), blob_gets(206));
+    assert_eq!(downloads.len(), 2, "{downloads:?}");
+    assert_eq!(
+        proofs.iter().filter(|p| p.contains("/team/app/")).count(),
+        1,
+        "{proofs:?}"
+    );
+    assert_eq!(
+        proofs.iter().filter(|p| p.contains("/team/other/")).count(),
+        1,
+        "{proofs:?}"
+    );
 }

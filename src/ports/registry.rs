@@ -226,12 +226,20 @@ pub trait Registry: Send + Sync {
     /// True when this session's credentials may pull `layers` themselves, proven without
     /// downloading them: the registry answered a manifest request of this session with
     /// success, over a connection the object's own settings put no third party on (no
-    /// proxy of its choosing, which could answer in the registry's name), and answers a
-    /// request for each blob's first byte with it (a registry may authorise manifests and
-    /// blobs separately, as ECR's IAM actions do). Then what another session built from
-    /// those layers may be shared with this one (`reconcile::shared`). False for no layer,
-    /// and by default.
-    async fn prove_pull(&self, _layers: &[Descriptor]) -> bool {
+    /// proxy of its choosing, which could answer in the registry's name), and either
+    /// answers a request for each blob's first byte with it (a registry may authorise
+    /// manifests and blobs separately, as ECR's IAM actions do), or `anonymous_download`
+    /// (an anonymous session downloaded them) and this session is anonymous too, so the
+    /// registry cannot tell the two apart. Then what another session built from those
+    /// layers may be shared with this one (`reconcile::shared`). False for no layer, and
+    /// by default.
+    async fn prove_pull(&self, _layers: &[Descriptor], _anonymous_download: bool) -> bool {
+        false
+    }
+    /// True when the session sends no credentials and no client certificate, and goes
+    /// through no proxy of the object's choosing: the registry itself sees it as any
+    /// anonymous client. False by default.
+    fn anonymous(&self) -> bool {
         false
     }
 }

@@ -155,7 +155,8 @@ pub struct Stored {
 /// `None` when there is none, it is this very path, or the link failed (the entry goes).
 /// The artifact another object built from `recipe`, linked at `path`, when there is one
 /// and this object's own session proves it may pull `layers` (`Registry::prove_pull`:
-/// one request per layer, made only when there is something to link).
+/// one request per layer, made only when there is something to link, and none when both
+/// sessions are anonymous).
 async fn link_shared(
     recipe: &Recipe,
     path: &str,
@@ -164,7 +165,7 @@ async fn link_shared(
     ctx: &Context,
 ) -> Option<Built> {
     let built = ctx.shared.get(recipe).filter(|b| b.path != path)?;
-    if !registry.prove_pull(layers).await {
+    if !registry.prove_pull(layers, built.anonymous).await {
         tracing::debug!(
             artifact = path,
             "this object's session did not prove it may pull the layers; building them"
@@ -248,6 +249,7 @@ pub async fn store(
                 path: stored.path,
                 digest: stored.digest,
                 size: stored.size,
+                anonymous: source.registry.anonymous(),
             };
             ctx.shared.put(recipe, built.clone());
             built

@@ -12,7 +12,9 @@
 //! the first byte of each selected layer), so a tenant never obtains through the share
 //! what its own login could not pull, even from a registry that authorises manifests and
 //! blobs separately (ECR's IAM actions `BatchGetImage` and `GetDownloadUrlForLayer`). The
-//! proof costs one small request per layer, made only when there is a build to link. Not
+//! proof costs one small request per layer, made only when there is a build to link, and
+//! none when the build's download and the linking session were both anonymous (no
+//! credentials, client certificate or proxy: the registry cannot tell them apart). Not
 //! a `HEAD`: it asks whether a blob exists, which a registry may authorise apart from
 //! reading it (ECR has a third action for existence, `BatchCheckLayerAvailability`).
 //! The key binds the bytes: the manifest digest names every layer digest, and the recipe
@@ -93,6 +95,8 @@ pub struct Built {
     pub digest: Digest,
     /// Its size in bytes.
     pub size: u64,
+    /// Its layers were downloaded by an anonymous session (`Registry::anonymous`).
+    pub anonymous: bool,
 }
 
 /// The artifacts built so far, by recipe.
@@ -169,6 +173,7 @@ mod tests {
             path: path.into(),
             digest: Digest::of(path.as_bytes()),
             size: 1,
+            anonymous: false,
         }
     }
 

@@ -103,6 +103,9 @@ pub struct RegistryClient {
     pub(crate) answered: Arc<AtomicBool>,
     /// The session goes through a proxy the object named (`spec.proxySecretRef`).
     pub(crate) proxied: bool,
+    /// No credentials, no client certificate and no proxy of the object's choosing: the
+    /// registry itself sees an anonymous client, as it sees any other.
+    pub(crate) anonymous: bool,
 }
 
 impl std::fmt::Debug for RegistryClient {
@@ -177,6 +180,9 @@ impl RegistryClient {
             audience: options.audience,
             answered: Arc::new(AtomicBool::new(false)),
             proxied: options.proxy.is_some(),
+            anonymous: options.credentials.is_none()
+                && options.client_identity.is_none()
+                && options.proxy.is_none(),
         })
     }
 

@@ -282,8 +282,11 @@ impl Registry for Counting {
     async fn blob_bytes(&self, descriptor: &Descriptor, max: u64) -> Result<Bytes, RegistryError> {
         self.inner.blob_bytes(descriptor, max).await
     }
-    async fn prove_pull(&self, layers: &[Descriptor]) -> bool {
-        self.inner.prove_pull(layers).await
+    async fn prove_pull(&self, layers: &[Descriptor], anonymous_download: bool) -> bool {
+        self.inner.prove_pull(layers, anonymous_download).await
+    }
+    fn anonymous(&self) -> bool {
+        self.inner.anonymous()
     }
 }
 
