@@ -22,6 +22,7 @@ import tempfile
 import time
 import unittest
 from pathlib import Path
+from unittest import mock
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -29,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import footprint  # noqa: E402
 import gen  # noqa: E402
 import kube  # noqa: E402
+import measure  # noqa: E402
 import oci  # noqa: E402
 import run  # noqa: E402
 import serve  # noqa: E402
@@ -285,6 +287,36 @@ class ParseTest(unittest.TestCase):
                 for p in reversed(descendants(proc.pid)):
                     os.kill(p, 9)
                 proc.wait()
+
+    def test_sampler_lists_the_tree_once_per_rescan(self):
+        # Listing the tree scans all of /proc; between rescans only the listed pids are read.
+        listed = []
+        real = measure.descendants
+        with mock.patch.object(measure, "descendants", lambda pid: listed.append(pid) or real(pid)):
+            sampler = RssSampler(os.getpid(), period=0.01, rescan=60)
+            time.sleep(0.2)
+            peak = sampler.stop()
+        self.assertEqual(listed, [os.getpid()])
+        self.assertGreaterEqual(peak, proc_status(os.getpid())["VmRSS"] // 2)
+
+    def test_serving_report_takes_the_median_of_all_slow_windows(self):
+        def w(p99, **more):
+            return {"rps": 100.0, "bytes_per_s": 1e6, "p50_ms": 0.1, "p99_ms": p99, "errors": 0,
+                    "non2xx": 0, **more}
+        res = {}
+        for name, p99s, rss in (("ocisource", [0.4, 0.5, 0.9], 17.0), ("Go FileServer", [0.6, 0.7, 0.8], 26.0),
+                                ("nginx", [0.5, 0.5, 0.5], 19.0)):
+            res[name] = {"small-1": [w(0.2)], "big-1": [w(5.0)],
+                         "slow": [w(p) for p in p99s], "slow_rss": [{"rss_mib": rss}]}
+        res["nginx"]["slow"][0]["errors"] = 1
+        rep = run.Report()
+        serve.report9(rep, "9 serving", res, {}, (1,), (1,), 200, 100 << 20)
+        p99 = next(r for r in rep.rows if r[1].startswith("p99"))
+        self.assertIn("median of 3 windows, ours 0.40-0.90, Go 0.60-0.80", p99[1])
+        self.assertIn("ours 0.50 / Go 0.70 ms = 0.71x", p99[5])
+        rss = next(r for r in rep.rows if "server RSS" in r[1])
+        self.assertIn("ours 17.0 / Go 26.0 MiB", rss[5])
+        self.assertTrue(any("nginx slow" in n for n in rep.notes), rep.notes)
 
 
 if __name__ == "__main__":
