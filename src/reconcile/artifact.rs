@@ -151,12 +151,11 @@ pub struct Stored {
     pub pulled: bool,
 }
 
-/// The artifact another object built with `recipe`, linked at `path` (`shared.rs`);
-/// `None` when there is none, it is this very path, or the link failed (the entry goes).
-/// The artifact another object built from `recipe`, linked at `path`, when there is one
-/// and this object's own session proves it may pull `layers` (`Registry::prove_pull`:
-/// one request per layer, made only when there is something to link, and none when both
-/// sessions are anonymous).
+/// The artifact another object built with `recipe`, linked at `path` (`shared.rs`) once
+/// this object's own session proves it may pull `layers` (`Registry::prove_pull`: one
+/// request per layer, made only when there is something to link, none when both sessions
+/// are anonymous); `None` when there is none, it is this very path, the proof fails, or
+/// the link failed (the entry goes).
 async fn link_shared(
     recipe: &Recipe,
     path: &str,
