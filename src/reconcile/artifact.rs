@@ -13,6 +13,7 @@ use crate::api::conditions::to_time;
 use crate::api::flux_ocirepository::OPTIONS_METADATA_KEY;
 use crate::api::{Artifact, Flavour, OciRepositorySpec, OciRepositoryStatus};
 use crate::domain::desired::Desired;
+use crate::domain::layers::Selection;
 use crate::domain::manifest::{Descriptor, Platform};
 use crate::domain::status::{Origin, Verification};
 use crate::pipeline::{self, StoreRequest};
@@ -219,11 +220,9 @@ pub async fn store(
     let path = format!("{dir}/{}.tar.gz", source.target.digest.hex());
     let selector = &desired.layers;
     let recipe = Recipe::new(&source.url, &manifest_digest, selector, &desired.ignore);
-    let layers = selector
-        .select(&manifest)
-        .map(|s| s.layers().to_vec())
-        .unwrap_or_default();
-    let linked = link_shared(&recipe, &path, &layers, source.registry.as_ref(), ctx).await;
+    let selection = selector.select(&manifest).ok();
+    let layers = selection.as_ref().map_or(&[][..], Selection::layers);
+    let linked = link_shared(&recipe, &path, layers, source.registry.as_ref(), ctx).await;
     let stored = match linked {
         Some(built) => built,
         None => {
