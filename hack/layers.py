@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Module graph and layering check for src/ (STYLE.md "The shape of the crate").
+"""Module graph and layering check for src/ (the crate layout of src/lib.rs).
 
 Reads every src/**/*.rs, maps it to its top-level module (src/reconcile/context.rs ->
 reconcile, src/storage.rs -> storage), collects the project modules it names
@@ -56,7 +56,7 @@ ALLOWED = {
 }
 
 # The archive is an adapter, but its streaming entry points are the one bridge between
-# blocking tar code and async streams (STYLE.md); the pipeline calls it through these:
+# blocking tar code and async streams; the pipeline calls it through these:
 # `archive::bridge` and the types `archive` re-exports (its other modules are private,
 # so the compiler keeps the merge internals out of reach).
 ARCHIVE_PUBLIC = {"pipeline"}

@@ -2,7 +2,7 @@
 //! Flux-compatible tar.gz and publishes it as an `OCIRepository` status and a Flux
 //! `ExternalArtifact`.
 //!
-//! The module tree follows `STYLE.md`: `domain` holds pure rules (no I/O crates); `ports`
+//! The module tree: `domain` holds pure rules (no I/O crates); `ports`
 //! the traits the pipeline and reconciler need; the adapters (`registry`, `verify`,
 //! `cloud`, `storage`, `server`, `archive`) implement or serve them; `pipeline` is the artifact
 //! pipeline shared by the CLI and the reconciler; `reconcile` decides, `controller` does

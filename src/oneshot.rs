@@ -4,8 +4,9 @@
 //! each object is printed back with its new status; the exit code says whether all are
 //! Ready. The previous status of each object is kept under the storage directory, so a
 //! second run over unchanged digests costs one manifest HEAD per object, as in a cluster.
-//! Names are checked as the API server checks them before any becomes a path, and a run
-//! starts by removing the temp files a killed run left in the store.
+//! Names are checked as the API server checks them before any becomes a path, the saved
+//! statuses are read and written beneath the store's root without following a symlink
+//! (`state`), and a run starts by removing the temp files a killed run left in the store.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -17,6 +18,7 @@ use serde::Deserialize;
 use tracing::Instrument;
 
 pub mod object;
+mod state;
 
 use crate::api::{OciRepository, OciRepositoryStatus};
 use crate::domain::names::{self, NameError, Rule};
@@ -269,11 +271,15 @@ pub fn load_state(
     if obj.status.is_some() {
         return None;
     }
-    let saved: Option<OciRepositoryStatus> = state_path(folder, obj)
-        .ok()
-        .and_then(|rel| storage.resolve(&rel).ok())
-        .and_then(|path| crate::storage::open_regular(&path).ok().flatten())
-        .and_then(|file| serde_json::from_reader(std::io::BufReader::new(file)).ok());
+    let saved: Option<OciRepositoryStatus> = state_path(folder, obj).ok().and_then(|rel| {
+        match state::read(storage.root(), &rel) {
+            Ok(bytes) => bytes.and_then(|b| serde_json::from_slice(&b).ok()),
+            Err(e) => {
+                tracing::warn!(error = %crate::domain::error_chain::chain(&e), "ignoring the saved one-shot state");
+                None
+            }
+        }
+    });
     obj.status = saved.clone();
     saved
 }
@@ -289,7 +295,7 @@ pub fn save_state(
         path: storage.root().join(&rel),
         source: std::io::Error::other(e),
     })?;
-    storage.write_file(&rel, &bytes).map(drop)
+    state::write(storage.root(), &rel, &bytes, storage.durable())
 }
 
 /// Reconciles every object once, in order, and returns them with their reports.

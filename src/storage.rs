@@ -67,6 +67,11 @@ impl Storage {
         &self.root
     }
 
+    /// Whether writes are synced to disk before they count as done.
+    pub fn durable(&self) -> bool {
+        self.durable
+    }
+
     /// `ocirepository/<namespace>/<name>`: the folder of one object's artifacts. Fails
     /// when the namespace is not an RFC 1123 label or the name not an RFC 1123 subdomain
     /// (the port's rule, [`crate::ports::store::object_dir`]).

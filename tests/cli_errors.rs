@@ -108,6 +108,48 @@ async fn errors_name_the_flags_of_the_cli() {
     assert_speaks_cli(&out, 1, "--creds");
 }
 
+/// The drop-in mode takes only Flux objects labelled for ocisource: a selector that an
+/// unlabelled object also matches (empty, or only negative requirements) would make
+/// ocisource and Flux's source-controller both reconcile it. Refused before the
+/// controller connects to anything (no kubeconfig is needed to see the refusal).
+#[test]
+fn a_drop_in_selector_that_takes_unlabelled_objects_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("none");
+    let controller = |flag: &str| {
+        let mut cmd = command(&["controller", flag]);
+        cmd.env("KUBECONFIG", &kubeconfig);
+        run(cmd, None)
+    };
+    for (flag, says) in [
+        ("--flux-drop-in-selector=", "it is empty"),
+        (
+            "--flux-drop-in-selector=!sharding.fluxcd.io/key",
+            "without the label too",
+        ),
+        (
+            "--flux-drop-in-selector=sharding.fluxcd.io/key!=flux",
+            "without the label too",
+        ),
+        ("--flux-drop-in-selector=a=b,,c", "an empty requirement"),
+        ("--watch-label-selector=a in (b", "unbalanced parentheses"),
+    ] {
+        let out = controller(flag);
+        let name = flag.split('=').next().unwrap();
+        assert_eq!(out.code, 2, "{flag}: {}", out.stderr);
+        assert!(out.stderr.contains(name), "{flag}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{flag}: {}", out.stderr);
+    }
+    // A selector that requires the label gets past the check (and fails later, on the
+    // missing cluster, with another message).
+    let out = controller("--flux-drop-in-selector=sharding.fluxcd.io/key=ocisource");
+    assert!(
+        !out.stderr.contains("--flux-drop-in-selector"),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn no_colour_unless_stderr_is_a_terminal() {
     let args = [

@@ -91,8 +91,31 @@ async fn terminated() {
     }
 }
 
+/// Refuses, before anything starts, a malformed `--watch-label-selector` and a
+/// `--flux-drop-in-selector` that could match an object without the label (empty, or
+/// only `!key` / `key!=v` / `notin`): that would take Flux objects which Flux's
+/// source-controller also reconciles, and the two would fight over their status.
+fn check_selectors(args: &ControllerArgs) -> Result<(), AppError> {
+    use crate::domain::label_selector;
+    if let Some(s) = &args.watch_label_selector {
+        label_selector::parse(s)
+            .map_err(|e| AppError::Input(format!("--watch-label-selector: {e}")))?;
+    }
+    if let Some(s) = &args.flux_drop_in_selector {
+        label_selector::requires_label(s).map_err(|e| {
+            AppError::Input(format!(
+                "--flux-drop-in-selector: {e}; the drop-in mode must select only the Flux \
+                 objects labelled for ocisource, and Flux's source-controller must run \
+                 with the opposite selector (e.g. --watch-label-selector='!sharding.fluxcd.io/key')"
+            ))
+        })?;
+    }
+    Ok(())
+}
+
 /// Runs the controller until SIGTERM/SIGINT.
 pub async fn run(args: ControllerArgs) -> Result<(), AppError> {
+    check_selectors(&args)?;
     let client = Client::try_default()
         .await
         .map_err(|e| AppError::Input(format!("failed to configure the Kubernetes client: {e}")))?;

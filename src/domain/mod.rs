@@ -12,6 +12,7 @@ pub mod duration;
 pub mod error_chain;
 pub mod fifo;
 pub mod ignore;
+pub mod label_selector;
 pub mod layers;
 pub mod limits;
 pub mod manifest;

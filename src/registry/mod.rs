@@ -1,8 +1,8 @@
 //! The OCI registry adapter: implements `ports::Registry` and `ports::RegistryConnector`
 //! over HTTP(S) with `reqwest`, speaking the distribution API directly.
 //!
-//! This is our own small distribution client rather than `oci-client` (which `STYLE.md`
-//! suggests) because ocisource needs things that client does not offer together: client
+//! This is our own small distribution client rather than the `oci-client` crate
+//! (the usual choice) because ocisource needs things that client does not offer together: client
 //! certificates (mTLS), `Retry-After` on 429, a size cap on manifest bodies, `Range`
 //! resume of blobs cut short, `Link`-header tag pagination, and a request counter that
 //! tests and benchmarks assert on.
