@@ -42,7 +42,8 @@ pub struct ClientSettings {
     /// HTTP clients (connection pools, TLS configuration) shared by sessions with the same
     /// transport settings, so a reconcile reuses connections instead of opening new ones.
     pub http: super::transport::HttpCache,
-    /// Registry hosts found to speak plain HTTP only (see `insecure.rs`).
+    /// The scheme each registry host answered, per session settings: a session reads
+    /// only what sessions with its own transport settings learnt (see `insecure.rs`).
     pub schemes: super::insecure::Schemes,
     /// Manifests kept by digest for the sessions answered by their repository (`memo.rs`).
     pub manifests: super::memo::Manifests,
@@ -167,7 +168,7 @@ impl RegistryClient {
             .flatten()
             .map(|u| Origin::of(&u));
         Ok(Self {
-            fallback: super::insecure::Fallback::new(host, options, &settings.schemes),
+            fallback,
             http: settings.http.client(options)?,
             origin: Origin::of(&registry_url),
             plain_origin,

@@ -9,7 +9,23 @@
 //!   ([`local_or_private`]: `localhost:<port>`, `*.localhost`, `127.0.0.1`, `::1`, RFC 1918
 //!   addresses), a request whose HTTPS attempt fails is sent once more over plain HTTP;
 //!   if that is answered (anything but `400`, which a TLS-only server answers to plain
-//!   HTTP), the host is remembered as plain HTTP for the connector's later sessions.
+//!   HTTP), the host is remembered as plain HTTP for the connector's later sessions WITH
+//!   THE SAME SETTINGS (below).
+//!
+//! What a probe learns is keyed by the host and a sha256 of the session's settings that
+//! decide what its answer means ([`SettingsKey`]: `insecure`, `plain_http`, the CA, the
+//! client identity, the proxy address and login; secrets only hashed). One connector
+//! serves every tenant of a controller, and a probe's answer says as much about the path
+//! as about the registry: an object with `insecure: true` whose own proxy refuses `CONNECT`
+//! and answers plain HTTP itself would otherwise teach every other tenant (no `insecure`,
+//! its own CA) to send its requests to `http://` and store whatever answers there; a
+//! proxy that intercepts TLS would teach "HTTPS answers" and take the fallback away from
+//! a tenant whose local registry speaks plain HTTP. Keyed so, a session only reads what
+//! sessions with its own settings learnt (the probe it would have made itself), and the
+//! shared-build proof (`Registry::prove_pull`), made over the proving session's own
+//! scheme, never runs over a scheme another tenant's settings chose. Flux has no such
+//! memory (a transport per reconcile); the cost of keying is one more probe per distinct
+//! settings.
 //!
 //! - `plain_http` (`--plain-http`, as in oras): every request goes over plain HTTP from
 //!   the first one, for any host, and never falls back to HTTPS. A TLS-only server
@@ -24,7 +40,10 @@ use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use sha2::{Digest as _, Sha256};
+
 use super::failure::{Cause, TransportFailure};
+use super::transport::{field, hash_trust};
 use crate::domain::error_chain::chain;
 use crate::ports::{Audience, RegistryError, RegistryOptions};
 
@@ -69,34 +88,52 @@ enum Learnt {
     Http,
 }
 
+/// A sha256 over the settings that decide what a scheme probe's answer means (see the
+/// module comment); two sessions share what they learn only when theirs are equal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct SettingsKey([u8; 32]);
+
+impl SettingsKey {
+    /// The key of `options`.
+    pub(crate) fn of(options: &RegistryOptions) -> Self {
+        let mut h = Sha256::new();
+        field(&mut h, b"scheme-probe", &[u8::from(options.plain_http)]);
+        hash_trust(&mut h, options);
+        Self(h.finalize().into())
+    }
+}
+
 #[derive(Debug, Default)]
 struct Memory {
-    hosts: HashMap<String, Learnt>,
+    hosts: HashMap<(String, SettingsKey), Learnt>,
     warned_unverified: Vec<String>,
 }
 
-/// The schemes learnt per registry host, shared by every session of a connector.
+/// The schemes learnt per registry host and session settings ([`SettingsKey`]), kept by
+/// the connector for all its sessions.
 #[derive(Clone, Debug, Default)]
 pub struct Schemes {
     memory: Arc<Mutex<Memory>>,
 }
 
-/// Most hosts remembered; past this the memory starts over.
+/// Most hosts (per settings) remembered; past this the memory starts over.
 const MAX_HOSTS: usize = 1024;
 
 impl Schemes {
-    fn learnt(&self, host: &str) -> Option<Learnt> {
-        self.memory.lock().ok()?.hosts.get(host).copied()
+    fn learnt(&self, host: &str, key: SettingsKey) -> Option<Learnt> {
+        let m = self.memory.lock().ok()?;
+        m.hosts.get(&(host.to_string(), key)).copied()
     }
 
-    fn learn(&self, host: &str, scheme: Option<Learnt>) {
+    fn learn(&self, host: &str, key: SettingsKey, scheme: Option<Learnt>) {
         if let Ok(mut m) = self.memory.lock() {
             if m.hosts.len() >= MAX_HOSTS {
                 m.hosts.clear();
             }
+            let entry = (host.to_string(), key);
             match scheme {
-                Some(s) => m.hosts.insert(host.to_string(), s),
-                None => m.hosts.remove(host),
+                Some(s) => m.hosts.insert(entry, s),
+                None => m.hosts.remove(&entry),
             };
         }
     }
@@ -151,6 +188,8 @@ pub(crate) struct Fallback {
     https_prefix: String,
     allowed: bool,
     schemes: Schemes,
+    /// Whose lessons this session reads and writes.
+    key: SettingsKey,
 }
 
 impl Fallback {
@@ -165,6 +204,7 @@ impl Fallback {
             https_prefix: format!("https://{host}/"),
             allowed: options.insecure || local_or_private(host),
             schemes: schemes.clone(),
+            key: SettingsKey::of(options),
         }
     }
 
@@ -184,13 +224,22 @@ impl Fallback {
         match url.strip_prefix("https://") {
             Some(rest)
                 if url.starts_with(&self.https_prefix)
-                    && (self.plain_only
-                        || self.schemes.learnt(&self.host) == Some(Learnt::Http)) =>
+                    && (self.plain_only || self.learnt() == Some(Learnt::Http)) =>
             {
                 std::borrow::Cow::Owned(format!("http://{rest}"))
             }
             _ => std::borrow::Cow::Borrowed(url),
         }
+    }
+
+    /// What sessions with this one's settings learnt about the host.
+    fn learnt(&self) -> Option<Learnt> {
+        self.schemes.learnt(&self.host, self.key)
+    }
+
+    /// Teaches sessions with this one's settings (only them) the host's scheme.
+    fn learn(&self, scheme: Option<Learnt>) {
+        self.schemes.learn(&self.host, self.key, scheme);
     }
 
     fn build(
@@ -236,7 +285,7 @@ impl Fallback {
         if self.plain_only {
             return self.send_plain(make, counter).await;
         }
-        let learnt = self.schemes.learnt(&self.host);
+        let learnt = self.learnt();
         let plain = learnt == Some(Learnt::Http);
         let (client, request, ours) = self.build(make, plain)?;
         let request = match request {
@@ -248,14 +297,14 @@ impl Fallback {
         let https_error = match client.execute(request).await {
             Ok(resp) => {
                 if ours && https && learnt.is_none() {
-                    self.schemes.learn(&self.host, Some(Learnt::Https));
+                    self.learn(Some(Learnt::Https));
                 }
                 return Ok(Ok(resp));
             }
             Err(e) if e.is_redirect() => return Ok(Err(failure(e))),
             Err(e) if ours && plain => {
                 // It spoke plain HTTP before; start over with HTTPS next time.
-                self.schemes.learn(&self.host, None);
+                self.learn(None);
                 return Ok(Err(failure(e)));
             }
             Err(e) if ours && https && self.allowed && learnt.is_none() => failure(e),
@@ -276,7 +325,7 @@ impl Fallback {
                     error = %https_error.message,
                     "the registry does not answer HTTPS; using plain HTTP (allowed by insecure or a local/private host)"
                 );
-                self.schemes.learn(&self.host, Some(Learnt::Http));
+                self.learn(Some(Learnt::Http));
                 Ok(resp)
             }
             Ok(resp) => Err(https_error
@@ -360,6 +409,98 @@ mod tests {
             ..insecure
         };
         assert!(!skips_verification(&with_ca), "a CA keeps verification on");
+    }
+
+    fn proxied(address: &str, password: &str) -> RegistryOptions {
+        RegistryOptions {
+            insecure: true,
+            proxy: Some(crate::ports::ProxySettings {
+                address: address.into(),
+                credentials: Some(crate::domain::secret::Credentials {
+                    username: "tenant".into(),
+                    password: crate::domain::secret::Redacted::new(password.into()),
+                }),
+            }),
+            ..RegistryOptions::default()
+        }
+    }
+
+    #[test]
+    fn what_one_settings_learnt_is_read_only_by_sessions_with_the_same_settings() {
+        let schemes = Schemes::default();
+        let host = "127.0.0.1:5000";
+        let url = format!("https://{host}/v2/app/manifests/v1");
+        let tenant_a = proxied("http://proxy.a:3128", "hunter2");
+        let a = Fallback::new(host, &tenant_a, &schemes);
+        a.learn(Some(Learnt::Http));
+        assert!(a.shown(&url).starts_with("http://"));
+        let same = Fallback::new(host, &tenant_a.clone(), &schemes);
+        assert_eq!(
+            same.learnt(),
+            Some(Learnt::Http),
+            "same settings, same lesson"
+        );
+
+        let tenant_b = RegistryOptions {
+            ca_pem: Some(b"tenant b's CA".to_vec()),
+            ..RegistryOptions::default()
+        };
+        let b = Fallback::new(host, &tenant_b, &schemes);
+        assert_eq!(b.learnt(), None);
+        assert_eq!(b.shown(&url), url, "B must not be sent to plain HTTP");
+        b.learn(Some(Learnt::Https));
+        assert_eq!(a.learnt(), Some(Learnt::Http), "nor B's lesson A's");
+        let dbg = format!("{schemes:?}");
+        assert!(
+            !dbg.contains("hunter2") && !dbg.contains("proxy.a"),
+            "{dbg}"
+        );
+    }
+
+    #[test]
+    fn every_setting_that_decides_a_probe_changes_the_key() {
+        let base = proxied("http://proxy.a:3128", "pw");
+        let key = SettingsKey::of(&base);
+        let login = RegistryOptions {
+            credentials: Some(crate::domain::secret::Credentials {
+                username: "u".into(),
+                password: crate::domain::secret::Redacted::new("p".into()),
+            }),
+            timeout: Some(std::time::Duration::from_secs(3)),
+            ..base.clone()
+        };
+        assert_eq!(SettingsKey::of(&login), key, "logins go per request");
+        let identity = crate::ports::ClientIdentity {
+            cert_pem: b"cert".to_vec(),
+            key_pem: crate::domain::secret::Redacted::new(b"key".to_vec()),
+        };
+        let others = [
+            RegistryOptions {
+                insecure: false,
+                ..base.clone()
+            },
+            RegistryOptions {
+                plain_http: true,
+                ..base.clone()
+            },
+            RegistryOptions {
+                ca_pem: Some(b"ca".to_vec()),
+                ..base.clone()
+            },
+            RegistryOptions {
+                client_identity: Some(identity),
+                ..base.clone()
+            },
+            RegistryOptions {
+                proxy: None,
+                ..base.clone()
+            },
+            proxied("http://proxy.b:3128", "pw"),
+            proxied("http://proxy.a:3128", "other"),
+        ];
+        for (i, other) in others.iter().enumerate() {
+            assert_ne!(SettingsKey::of(other), key, "setting {i}");
+        }
     }
 
     #[test]

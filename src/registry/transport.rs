@@ -169,33 +169,44 @@ impl HttpCache {
 
 fn fingerprint(o: &RegistryOptions) -> [u8; 32] {
     let mut h = Sha256::new();
-    let mut field = |tag: &[u8], bytes: &[u8]| {
-        h.update(tag);
-        h.update((bytes.len() as u64).to_le_bytes());
-        h.update(bytes);
-    };
-    field(b"insecure", &[u8::from(o.insecure)]);
+    hash_trust(&mut h, o);
     field(
+        &mut h,
         b"timeout",
         &o.timeout.map(|t| t.as_millis()).unwrap_or(0).to_le_bytes(),
     );
     field(
+        &mut h,
         b"ua",
         o.user_agent.as_deref().unwrap_or_default().as_bytes(),
     );
-    field(b"ca", o.ca_pem.as_deref().unwrap_or_default());
+    h.finalize().into()
+}
+
+/// Feeds `h` the settings that decide whom a session's requests reach and whom it trusts:
+/// `insecure`, the CA, the client identity, the proxy address and login. The HTTP client
+/// cache and the scheme memory (`insecure.rs`) are keyed by them; secrets go in hashed.
+pub(crate) fn hash_trust(h: &mut Sha256, o: &RegistryOptions) {
+    field(h, b"insecure", &[u8::from(o.insecure)]);
+    field(h, b"ca", o.ca_pem.as_deref().unwrap_or_default());
     if let Some(id) = &o.client_identity {
-        field(b"cert", &id.cert_pem);
-        field(b"key", id.key_pem.expose());
+        field(h, b"cert", &id.cert_pem);
+        field(h, b"key", id.key_pem.expose());
     }
     if let Some(p) = &o.proxy {
-        field(b"proxy", p.address.as_bytes());
+        field(h, b"proxy", p.address.as_bytes());
         if let Some(c) = &p.credentials {
-            field(b"proxy-user", c.username.as_bytes());
-            field(b"proxy-pass", c.password.expose().as_bytes());
+            field(h, b"proxy-user", c.username.as_bytes());
+            field(h, b"proxy-pass", c.password.expose().as_bytes());
         }
     }
-    h.finalize().into()
+}
+
+/// One tagged, length-prefixed field of a fingerprint.
+pub(crate) fn field(h: &mut Sha256, tag: &[u8], bytes: &[u8]) {
+    h.update(tag);
+    h.update((bytes.len() as u64).to_le_bytes());
+    h.update(bytes);
 }
 
 #[cfg(test)]
