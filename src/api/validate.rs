@@ -1,14 +1,14 @@
 //! The door: an object's spec (read as its [`Flavour`]) validated once into the typed
 //! value the reconcile steps take ([`desired`] → `domain::desired::Desired`), or every
 //! problem the CRD schema cannot express (URL shape, digest, tag, identity regexes,
-//! durations, ignore rules, platform, unsupported providers, a registry host
-//! `spec.provider` cannot log in to), reported with field paths such as
+//! durations, ignore rules, platform, the ServiceAccount name, unsupported providers, a
+//! registry host `spec.provider` cannot log in to), reported with field paths such as
 //! `spec.url: invalid url ...`. Pure: no kube client, no I/O. Each rule is the domain's
 //! parser (`domain::reference`, `domain::digest`, `domain::duration`, `domain::ignore`,
-//! `domain::verification`): validating and parsing are one act, so they cannot disagree. The semver range and `semverFilter` are deliberately
-//! not checked here: Flux compiles them after listing the tags and reports a bad one as
-//! a retried `ReadOperationFailed`, not a stalled spec (`pipeline::resolve`).
-
+//! `domain::verification`, `domain::names`): validating and parsing are one act, so they
+//! cannot disagree. The semver range and `semverFilter` are deliberately not checked
+//! here: Flux compiles them after listing the tags and reports a bad one as a retried
+//! `ReadOperationFailed`, not a stalled spec (`pipeline::resolve`).
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
@@ -23,6 +23,7 @@ use crate::domain::digest::Digest;
 use crate::domain::ignore::IgnoreRules;
 use crate::domain::layers::LayerSelector;
 use crate::domain::manifest::Platform;
+use crate::domain::names::Rule::Subdomain;
 use crate::domain::reference::{valid_tag, RefSpec, RepositoryUrl};
 use crate::domain::verification::IdentityMatch;
 use crate::domain::{self, cloud_hosts};
@@ -236,8 +237,22 @@ pub fn desired(spec: &OciRepositorySpec, flavour: &Flavour) -> Result<Desired, I
         insecure: spec.insecure,
         cloud: spec.provider.cloud(),
     };
-    if access.service_account.as_deref() == Some("") {
-        p.bad("spec.serviceAccountName", "must not be empty");
+    // A ServiceAccount name is an RFC 1123 subdomain (the API server's rule; Flux's CRD
+    // has no pattern for it, so the schema cannot say it and ours keeps to Flux's).
+    match access.service_account.as_deref() {
+        Some("") => p.bad("spec.serviceAccountName", "must not be empty"),
+        Some(sa) => {
+            if let Err(e) = domain::names::check("spec.serviceAccountName", sa, Subdomain) {
+                p.bad(
+                    e.field,
+                    format!(
+                        "invalid ServiceAccount name '{}': {}; name a ServiceAccount of the object's namespace",
+                        e.shown, e.rule
+                    ),
+                );
+            }
+        }
+        None => {}
     }
     let verify = spec.verify.as_ref().map(|v| {
         let secret = name("spec.verify.secretRef.name", v.secret_ref.as_ref(), &mut p);

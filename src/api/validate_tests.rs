@@ -88,6 +88,53 @@ fn every_problem_is_named_by_its_field(#[case] yaml: &str, #[case] want: &[&str]
     );
 }
 
+#[rstest]
+#[case("sa", true)]
+#[case("flux-applier.team-a", true)]
+#[case("0sa9", true)]
+#[case("SA", false)]
+#[case("-sa", false)]
+#[case("sa-", false)]
+#[case("sa..x", false)]
+#[case(".sa", false)]
+#[case("sa/../../kube-system", false)]
+#[case("sa_x", false)]
+#[case("'s a'", false)]
+#[case("\"sa\\nx\"", false)]
+fn the_service_account_name_is_a_dns_1123_subdomain(#[case] name: &str, #[case] valid: bool) {
+    let yaml = format!("url: oci://r.io/a, serviceAccountName: {name}");
+    let want: &[&str] = if valid {
+        &[]
+    } else {
+        &["spec.serviceAccountName"]
+    };
+    assert_eq!(bad_fields(&yaml), want, "{name}");
+}
+
+#[test]
+fn a_bad_service_account_name_is_told_with_its_field_and_rule() {
+    let longest = "a".repeat(253);
+    assert_eq!(
+        bad_fields(&format!("url: oci://r.io/a, serviceAccountName: {longest}")),
+        Vec::<&str>::new()
+    );
+    let too_long = format!("url: oci://r.io/a, serviceAccountName: {longest}b");
+    assert_eq!(bad_fields(&too_long), ["spec.serviceAccountName"]);
+    let e = super::desired(
+        &spec("url: oci://r.io/a, serviceAccountName: Team_SA"),
+        &Flavour::Ocisource,
+    )
+    .unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.starts_with("spec.serviceAccountName: invalid ServiceAccount name 'Team_SA'")
+            && text.contains("RFC 1123 subdomain")
+            && text.contains("at most 253 characters"),
+        "{text}"
+    );
+    assert_eq!(e.reason(), "InvalidSpec");
+}
+
 fn flux(annotations: &[(&str, &str)]) -> Flavour {
     let map = annotations
         .iter()
