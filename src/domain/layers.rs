@@ -6,8 +6,11 @@
 //! matching layer byte for byte, as Flux does. With `first_only` (Flux's own
 //! OCIRepository kind in drop-in mode) the selection is exactly Flux's: the first layer
 //! of `mediaType`, or without one the first layer of the manifest whatever its type.
+//! When nothing matches, the error names a few of the media types present (escaped:
+//! they are the registry's text) and counts the rest.
 
 use super::manifest::{Descriptor, ImageManifest};
+use super::text::{bounded, printable};
 
 /// What to do with the selected layers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -69,6 +72,44 @@ pub fn is_tar_layer(media_type: &str) -> bool {
     base.contains(".tar") || base.ends_with("tar") || base.contains("tar+") || base.contains("tar.")
 }
 
+/// How many distinct media types a no-match message names; the rest are counted.
+pub const NAMED_MEDIA_TYPES: usize = 5;
+
+/// Longest media type a no-match message shows, in bytes (the OCI spec's limit is 255
+/// characters; a registry's manifest may hold anything).
+const SHOWN_MEDIA_TYPE_MAX: usize = 256;
+
+/// The media types of `layers` for a no-match message, escaped: the first
+/// [`NAMED_MEDIA_TYPES`] distinct ones in manifest order, then how many other types and
+/// how many layers there are, so the message stays short whatever the manifest holds
+/// (12,000 layers once made a 1.9 MB message, which the API server refused).
+fn present(layers: &[Descriptor]) -> String {
+    let mut named: Vec<&str> = Vec::with_capacity(NAMED_MEDIA_TYPES);
+    let mut others = std::collections::HashSet::new();
+    for media_type in layers.iter().map(|l| l.media_type.as_str()) {
+        if named.len() < NAMED_MEDIA_TYPES && !named.contains(&media_type) {
+            named.push(media_type);
+        } else if !named.contains(&media_type) {
+            others.insert(media_type);
+        }
+    }
+    if named.is_empty() {
+        return "none".into();
+    }
+    let mut text = named
+        .iter()
+        .map(|m| bounded(m, SHOWN_MEDIA_TYPE_MAX))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if !others.is_empty() {
+        text.push_str(&format!(" and {} more media types", others.len()));
+    }
+    if layers.len() > named.len() {
+        text.push_str(&format!(" ({} layers)", layers.len()));
+    }
+    text
+}
+
 impl LayerSelector {
     /// Picks the layers of `manifest` this selector asks for.
     pub fn select(&self, manifest: &ImageManifest) -> Result<Selection, LayerError> {
@@ -87,21 +128,12 @@ impl LayerSelector {
             .collect();
         let no_match = || LayerError::NoMatch {
             wanted: match (&self.media_type, self.operation) {
-                (Some(mt), _) => format!("of media type '{mt}'"),
+                (Some(mt), _) => format!("of media type '{}'", printable(mt)),
                 (None, _) if self.first_only => "at all".into(),
                 (None, LayerOperation::Copy) => "at all".into(),
                 (None, LayerOperation::Extract) => "with a tar media type".into(),
             },
-            present: if manifest.layers.is_empty() {
-                "none".into()
-            } else {
-                manifest
-                    .layers
-                    .iter()
-                    .map(|l| l.media_type.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            },
+            present: present(&manifest.layers),
         };
         match self.operation {
             LayerOperation::Copy => matching
@@ -122,6 +154,7 @@ mod tests {
     use super::*;
     use crate::domain::digest::Digest;
     use crate::domain::manifest::{FLUX_CONFIG, FLUX_CONTENT};
+    use rstest::rstest;
     use std::collections::BTreeMap;
 
     fn desc(mt: &str, n: u8) -> Descriptor {
@@ -244,5 +277,52 @@ mod tests {
             first_only: false,
         };
         assert!(sel.select(&m).unwrap_err().to_string().contains(HELM));
+    }
+
+    fn layers(types: &[&str]) -> Vec<Descriptor> {
+        types.iter().map(|t| desc(t, 1)).collect()
+    }
+
+    #[rstest]
+    #[case::none(&[], "none")]
+    #[case::one(&["text/plain"], "text/plain")]
+    #[case::repeats_named_once(&["a/1", "a/2", "a/1"], "a/1, a/2 (3 layers)")]
+    #[case::five_named(&["a/1", "a/2", "a/3", "a/4", "a/5"], "a/1, a/2, a/3, a/4, a/5")]
+    #[case::the_rest_counted(
+        &["a/1", "a/2", "a/3", "a/4", "a/5", "a/6", "a/1", "a/7", "a/6"],
+        "a/1, a/2, a/3, a/4, a/5 and 2 more media types (9 layers)"
+    )]
+    #[case::escaped(&["text/plain\u{1b}[2J\n"], "text/plain\\x1b[2J\\n")]
+    fn present_names_a_few_media_types_and_counts_the_rest(
+        #[case] types: &[&str],
+        #[case] want: &str,
+    ) {
+        assert_eq!(present(&layers(types)), want);
+    }
+
+    #[test]
+    fn a_manifest_of_12000_unselected_layers_gives_a_short_message() {
+        let types: Vec<String> = (0..12_000)
+            .map(|i| format!("application/vnd.example.layer.{i}+json"))
+            .collect();
+        let mut m = manifest(types.iter().map(|t| desc(t, 1)).collect());
+        m.layers[3].media_type = "x".repeat(100_000);
+        let err = LayerSelector::default().select(&m).unwrap_err().to_string();
+        assert!(err.len() < 2048, "{} bytes: {err}", err.len());
+        assert!(
+            err.starts_with(
+                "no layer with a tar media type in the manifest; layers present: \
+             application/vnd.example.layer.0+json, application/vnd.example.layer.1+json, \
+             application/vnd.example.layer.2+json, xxx"
+            ),
+            "{err}"
+        );
+        assert!(
+            err.ends_with(
+                " more bytes), application/vnd.example.layer.4+json and 11995 more media types \
+                 (12000 layers)"
+            ),
+            "{err}"
+        );
     }
 }

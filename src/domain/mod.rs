@@ -1,6 +1,6 @@
 //! Pure rules of ocisource: references, cloud registry hosts, digests, manifests, tag and layer choice,
 //! ignore rules, limits, Kubernetes names, durations, verification policy, condition
-//! summary, requeue policy.
+//! summary, requeue policy, messages made fit to show.
 //! Nothing here performs I/O, and nothing here may import kube, tokio, reqwest, axum or
 //! sigstore crates, nor another project module (`hack/layers.py --check` enforces it).
 
@@ -23,4 +23,5 @@ pub mod secret;
 pub mod semver_masterminds;
 pub mod semver_range;
 pub mod status;
+pub mod text;
 pub mod verification;

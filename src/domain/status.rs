@@ -2,11 +2,15 @@
 //! way Flux does (Ready summary, Reconciling/Stalled, ArtifactInStorage, ArtifactOutdated,
 //! FetchFailed, StorageOperationFailed, SourceVerified) and decide which events to emit;
 //! `status_progress.rs` holds the conditions shown while a reconcile runs and the
-//! ExternalArtifact's. The time is passed in; nothing here reads a
-//! clock or imports kube, k8s-openapi, tokio or axum (`api::conditions` converts to the
-//! wire type).
+//! ExternalArtifact's. Every message it writes is escaped and bounded
+//! (`domain::text::bounded`): a registry's text can neither overflow the CRD's limit,
+//! which would lose the whole status write, nor carry control characters. The time is
+//! passed in; nothing here reads a clock or imports kube, k8s-openapi, tokio or axum
+//! (`api::conditions` converts to the wire type).
 
 use chrono::{DateTime, Utc};
+
+use super::text::{bounded, CONDITION_MESSAGE_MAX};
 
 #[path = "status_conditions.rs"]
 mod conditions;
@@ -232,7 +236,7 @@ pub fn fold(input: Input<'_>) -> Decision {
                 events.push(Event {
                     type_: EventType::Normal,
                     reason: reason.into(),
-                    message,
+                    message: bounded(&message, CONDITION_MESSAGE_MAX).into_owned(),
                     artifact: Some(EventArtifact {
                         revision: revision.clone(),
                         digest: digest.clone(),
@@ -241,7 +245,10 @@ pub fn fold(input: Input<'_>) -> Decision {
             }
         }
         Outcome::Failed(failure) => {
-            let (reason, message) = (failure.reason.as_str(), failure.message.as_str());
+            // Cut and escaped once, so a repeat of the failure compares equal to the
+            // message stored the last time.
+            let message = bounded(&failure.message, CONDITION_MESSAGE_MAX);
+            let (reason, message) = (failure.reason.as_str(), message.as_ref());
             next.set(
                 ConditionType::Ready,
                 ConditionStatus::False,
@@ -352,7 +359,7 @@ impl Builder<'_> {
             type_,
             status,
             reason: reason.to_string(),
-            message: message.to_string(),
+            message: bounded(message, CONDITION_MESSAGE_MAX).into_owned(),
             observed_generation: self.input.generation,
             last_transition_time,
         });
@@ -378,3 +385,7 @@ impl Builder<'_> {
 #[cfg(test)]
 #[path = "status_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "status_text_tests.rs"]
+mod text_tests;
