@@ -158,24 +158,7 @@ impl Storage {
     /// True when `rel` exists and its sha256 is `digest`. Only regular files are read: a
     /// FIFO or device in its place counts as missing and never blocks.
     pub fn verify(&self, rel: &str, digest: &Digest) -> Result<bool, StorageError> {
-        let path = self.resolve(rel)?;
-        let rerr = |source| StorageError::Read {
-            path: path.clone(),
-            source,
-        };
-        let Some(mut file) = open_regular(&path).map_err(rerr)? else {
-            return Ok(false);
-        };
-        let mut hasher = Hasher::default();
-        let mut buf = vec![0u8; 256 << 10];
-        loop {
-            let n = file.read(&mut buf).map_err(rerr)?;
-            if n == 0 {
-                break;
-            }
-            hasher.update(&buf[..n]);
-        }
-        Ok(&hasher.finish() == digest)
+        verify_path(&self.resolve(rel)?, digest)
     }
 
     /// Points `<dir of artifact_rel>/latest.tar.gz` at the artifact (a relative symlink,
@@ -209,13 +192,24 @@ impl Storage {
         Ok(link_rel)
     }
 
-    /// Gives the artifact `from` a second name `to`: a hard link made under a hidden temp
-    /// name in `to`'s folder, then renamed over `to` (readers see the old file or the
-    /// new one). The bytes are neither read nor copied: both names are one file, which
-    /// stays until its last name goes, so either object's garbage collection leaves the
-    /// other's artifact whole. Fails, leaving nothing behind, when `from` is not a
-    /// regular file of `size` bytes any more or the filesystem refuses hard links.
-    pub fn link_artifact(&self, from: &str, to: &str, size: u64) -> Result<(), StorageError> {
+    /// Gives the artifact `from` (as it was stored: path, digest, size) a second name
+    /// `to`: a hard link made under a hidden temp name in `to`'s folder, checked, then
+    /// renamed over `to` (readers see the old file or the new one). The bytes are not
+    /// copied: both names are one file, which stays until its last name goes, so either
+    /// object's garbage collection leaves the other's artifact whole. Fails, leaving
+    /// nothing behind (and logging a warning for a changed file), when `from` is not a
+    /// regular file of its size and digest any more or the filesystem refuses hard links.
+    ///
+    /// The digest is checked by hashing the file once per link, on the inode just linked
+    /// (what `to` will name, so nothing can be renamed in between). That read is bounded:
+    /// a fixed buffer, the artifact's size (capped by the pipeline's limits), and it
+    /// replaces a build that downloads, decompresses, recompresses and hashes those same
+    /// bytes; an identity check (inode, size, ctime) would be cheaper but every link moves
+    /// the ctime and the modification time of the shared file, and a stale identity would
+    /// let a file rewritten in place through.
+    pub fn link_artifact(&self, from: &StoredFile, to: &str) -> Result<(), StorageError> {
+        let (size, digest) = (from.size, &from.digest);
+        let from = from.path.as_str();
         let source = self.resolve(from)?;
         let target = self.resolve(to)?;
         let dir = self.folder_of(&target);
@@ -257,6 +251,20 @@ impl Storage {
                 format!("'{from}' changed while it was linked"),
             )));
         }
+        if !verify_path(link.path(), digest)? {
+            tracing::warn!(
+                artifact = from,
+                expected = %digest,
+                "the stored artifact's bytes no longer match the digest recorded when it was built; not sharing it (the object builds its own)"
+            );
+            return Err(rerr(
+                &source,
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("its sha256 is not {digest}, the digest recorded when it was built"),
+                ),
+            ));
+        }
         // Modified now, as a new file would be: `to` may replace a newer artifact behind
         // `latest.tar.gz`, and a client holding that one's `Last-Modified` must not be
         // told 304. The first name's time moves forward too: at worst a spare download.
@@ -291,6 +299,28 @@ impl Storage {
     pub fn remove_stale_temps(&self) -> Result<Vec<String>, StorageError> {
         temp::remove_stale_under(&self.root)
     }
+}
+
+/// True when `path` is a regular file whose sha256 is `digest` (read through a fixed
+/// buffer); a FIFO or device in its place counts as missing and never blocks.
+fn verify_path(path: &Path, digest: &Digest) -> Result<bool, StorageError> {
+    let rerr = |source| StorageError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let Some(mut file) = open_regular(path).map_err(rerr)? else {
+        return Ok(false);
+    };
+    let mut hasher = Hasher::default();
+    let mut buf = vec![0u8; 256 << 10];
+    loop {
+        let n = file.read(&mut buf).map_err(rerr)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(&hasher.finish() == digest)
 }
 
 /// Makes a rename into `dir` durable. Failure is not fatal: some filesystems cannot
@@ -342,14 +372,23 @@ mod tests {
         assert_eq!(s.list_artifacts().unwrap(), vec![rel]);
     }
 
+    /// team-a's build of "shared bytes" and team-b's own artifact of `own` bytes at the
+    /// path a link would take.
+    fn build_and_own(s: &Storage, own: &[u8]) -> (StoredFile, StoredFile) {
+        let from = Storage::artifact_path("team-a", "app", "d.tar.gz").unwrap();
+        let to = Storage::artifact_path("team-b", "app", "d.tar.gz").unwrap();
+        (
+            s.write_file(&from, b"shared bytes").unwrap(),
+            s.write_file(&to, own).unwrap(),
+        )
+    }
+
     #[test]
     fn a_linked_artifact_is_one_file_under_two_names_and_outlives_the_first() {
         use std::os::unix::fs::MetadataExt;
         let (_d, s) = store();
-        let from = Storage::artifact_path("team-a", "app", "d.tar.gz").unwrap();
-        let to = Storage::artifact_path("team-b", "app", "d.tar.gz").unwrap();
-        s.write_file(&from, b"shared bytes").unwrap();
-        s.write_file(&to, b"an older build").unwrap();
+        let (built, at_to) = build_and_own(&s, b"an older build");
+        let (from, to) = (built.path.clone(), at_to.path.clone());
         let (a, b) = (s.resolve(&from).unwrap(), s.resolve(&to).unwrap());
         let past = SystemTime::now() - Duration::from_secs(3600);
         File::options()
@@ -359,7 +398,7 @@ mod tests {
             .set_modified(past)
             .unwrap();
         let before = SystemTime::now() - Duration::from_secs(1);
-        s.link_artifact(&from, &to, 12).unwrap();
+        s.link_artifact(&built, &to).unwrap();
         // Modified as a new file would be, not an hour ago.
         assert!(fs::metadata(&b).unwrap().modified().unwrap() >= before);
         assert_eq!(fs::read(&b).unwrap(), b"shared bytes");
@@ -372,12 +411,39 @@ mod tests {
         assert!(s.verify(&to, &Digest::of(b"shared bytes")).unwrap());
         // Gone or of another size: refused, and nothing is left behind.
         let other = Storage::artifact_path("team-c", "app", "d.tar.gz").unwrap();
-        assert!(s.link_artifact(&from, &other, 12).is_err());
-        assert!(s.link_artifact(&to, &other, 11).is_err());
+        assert!(s.link_artifact(&built, &other).is_err());
+        let shorter = StoredFile {
+            size: 11,
+            ..at_to.clone()
+        };
+        assert!(s.link_artifact(&shorter, &other).is_err());
         assert!(!s.exists(&other));
         let dir = s.resolve("ocirepository/team-b/app").unwrap();
         let names: Vec<_> = fs::read_dir(dir).unwrap().flatten().collect();
         assert_eq!(names.len(), 1, "a temp link was left behind");
+    }
+
+    #[test]
+    fn a_file_whose_bytes_changed_since_its_build_is_not_linked() {
+        let (_d, s) = store();
+        let (built, own) = build_and_own(&s, b"team b's own");
+        let (from, to) = (built.path.clone(), own.path);
+        // Rewritten in place, same size, same inode: only the bytes tell.
+        fs::write(s.resolve(&from).unwrap(), b"SHARED BYTES").unwrap();
+        let e = s.link_artifact(&built, &to).unwrap_err();
+        let text = crate::domain::error_chain::chain(&e);
+        assert!(text.contains(&built.digest.to_string()), "{text}");
+        assert_eq!(fs::read(s.resolve(&to).unwrap()).unwrap(), b"team b's own");
+        let dir = s.resolve("ocirepository/team-b/app").unwrap();
+        assert_eq!(
+            fs::read_dir(dir).unwrap().count(),
+            1,
+            "a temp link was left"
+        );
+        // Its own bytes again: linked.
+        fs::write(s.resolve(&from).unwrap(), b"shared bytes").unwrap();
+        s.link_artifact(&built, &to).unwrap();
+        assert_eq!(fs::read(s.resolve(&to).unwrap()).unwrap(), b"shared bytes");
     }
 
     #[test]

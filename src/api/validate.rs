@@ -9,6 +9,7 @@
 //! cannot disagree. The semver range and `semverFilter` are deliberately not checked
 //! here: Flux compiles them after listing the tags and reports a bad one as a retried
 //! `ReadOperationFailed`, not a stalled spec (`pipeline::resolve`).
+
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;

@@ -148,11 +148,12 @@ pub trait ArtifactStore: Send + Sync {
     /// True when `rel` exists and its sha256 is `digest` (reads the whole file).
     fn verify(&self, rel: &str, digest: &Digest) -> Result<bool, StoreError>;
     /// Gives the stored artifact `from` a second name `to` (put in place atomically,
-    /// over any file of that name) without reading or copying its bytes; the file stays
-    /// until its last name is removed. Fails, leaving nothing behind, when `from` is no
-    /// longer a regular file of `size` bytes or the store cannot share files: the caller
-    /// then writes the artifact instead.
-    fn link_artifact(&self, from: &str, to: &str, size: u64) -> Result<(), StoreError>;
+    /// over any file of that name) without copying its bytes; the file stays until its
+    /// last name is removed. Fails, leaving nothing behind, when `from.path` is no longer
+    /// a regular file of `from.size` bytes whose sha256 is `from.digest` (the digest
+    /// recorded when it was built), or the store cannot share files: the caller then
+    /// writes the artifact instead.
+    fn link_artifact(&self, from: &StoredFile, to: &str) -> Result<(), StoreError>;
     /// Points `<dir of artifact_rel>/latest.tar.gz` at the artifact; returns the link's
     /// relative path (what `status.url` names).
     fn link_latest(&self, artifact_rel: &str) -> Result<String, StoreError>;

@@ -18,7 +18,9 @@ use crate::domain::manifest::{Descriptor, Platform};
 use crate::domain::status::{Origin, Verification};
 use crate::pipeline::{self, StoreRequest};
 use crate::ports::registry::Registry;
-use crate::ports::store::{in_kind_dir, object_dir_in, FLUX_OCI_KIND_DIR, OCI_KIND_DIR};
+use crate::ports::store::{
+    in_kind_dir, object_dir_in, StoredFile, FLUX_OCI_KIND_DIR, OCI_KIND_DIR,
+};
 
 use super::context::Context;
 use super::error::ReconcileError;
@@ -173,8 +175,13 @@ async fn link_shared(
         return None;
     }
     let storage = ctx.storage.clone();
-    let (from, to, size) = (built.path.clone(), path.to_string(), built.size);
-    let linked = tokio::task::spawn_blocking(move || storage.link_artifact(&from, &to, size)).await;
+    let from = StoredFile {
+        path: built.path.clone(),
+        digest: built.digest.clone(),
+        size: built.size,
+    };
+    let to = path.to_string();
+    let linked = tokio::task::spawn_blocking(move || storage.link_artifact(&from, &to)).await;
     match linked {
         Ok(Ok(())) => {
             ctx.shared.stored_at(path);

@@ -39,8 +39,8 @@ impl ArtifactStore for Storage {
         Storage::verify(self, rel, digest)
     }
 
-    fn link_artifact(&self, from: &str, to: &str, size: u64) -> Result<(), StoreError> {
-        Storage::link_artifact(self, from, to, size)
+    fn link_artifact(&self, from: &StoredFile, to: &str) -> Result<(), StoreError> {
+        Storage::link_artifact(self, from, to)
     }
 
     fn link_latest(&self, artifact_rel: &str) -> Result<String, StoreError> {
