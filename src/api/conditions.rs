@@ -8,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::domain::status::{self, ConditionStatus, ConditionType};
+use crate::domain::text::{bounded, CONDITION_MESSAGE_MAX};
 
 /// `Ready`: the summary condition.
 pub const READY: &str = ConditionType::Ready.as_str();
@@ -80,13 +81,15 @@ pub mod reason {
     pub const STORAGE_OPERATION_FAILED: &str = "StorageOperationFailed";
 }
 
-/// Converts a pure condition into the Kubernetes wire type.
+/// Converts a pure condition into the Kubernetes wire type. The message is escaped and
+/// bounded once more (`domain::text::bounded`; the status fold already did, this is the
+/// last guard): one message over the CRD's `maxLength` would lose the whole status write.
 pub fn to_k8s(condition: &status::Condition) -> Condition {
     Condition {
         type_: condition.type_.as_str().to_string(),
         status: condition.status.as_str().to_string(),
         reason: condition.reason.clone(),
-        message: condition.message.clone(),
+        message: bounded(&condition.message, CONDITION_MESSAGE_MAX).into_owned(),
         observed_generation: Some(condition.observed_generation),
         last_transition_time: Time(chrono_to_timestamp(condition.last_transition_time)),
     }
@@ -191,17 +194,24 @@ mod tests {
     use super::*;
     use chrono::TimeZone;
 
+    fn pure(type_: ConditionType, status: ConditionStatus, message: String) -> status::Condition {
+        status::Condition {
+            type_,
+            status,
+            reason: reason::AUTHENTICATION_FAILED.to_string(),
+            message,
+            observed_generation: 3,
+            last_transition_time: chrono::Utc.with_ymd_and_hms(2026, 7, 2, 10, 0, 0).unwrap(),
+        }
+    }
+
     #[test]
     fn round_trip_keeps_every_field_and_drops_foreign_types() {
-        let at = chrono::Utc.with_ymd_and_hms(2026, 7, 2, 10, 0, 0).unwrap();
-        let pure = status::Condition {
-            type_: ConditionType::FetchFailed,
-            status: ConditionStatus::True,
-            reason: reason::AUTHENTICATION_FAILED.to_string(),
-            message: "failed to log in".to_string(),
-            observed_generation: 3,
-            last_transition_time: at,
-        };
+        let pure = pure(
+            ConditionType::FetchFailed,
+            ConditionStatus::True,
+            "failed to log in".into(),
+        );
         let mut wire = vec![to_k8s(&pure)];
         assert_eq!(wire[0].type_, "FetchFailed");
         assert_eq!(wire[0].status, "True");
@@ -215,5 +225,15 @@ mod tests {
             ..wire[0].clone()
         });
         assert_eq!(from_k8s(&wire), vec![pure]);
+    }
+
+    #[test]
+    fn the_wire_message_is_bounded_and_escaped() {
+        let hostile = format!("\u{1b}[31m{}", "ü".repeat(40_000));
+        let message = to_k8s(&pure(ConditionType::Ready, ConditionStatus::False, hostile)).message;
+        // The CRD's maxLength counts characters; bytes are never fewer.
+        assert!(message.len() <= CONDITION_MESSAGE_MAX && CONDITION_MESSAGE_MAX < 32_768);
+        assert!(message.starts_with("\\x1b[31mü"), "{message}");
+        assert!(message.ends_with(" more bytes)"), "{message}");
     }
 }

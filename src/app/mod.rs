@@ -135,7 +135,7 @@ pub fn main(cli: Cli) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::domain::text::printable(&e.to_string()));
             ExitCode::from(e.exit_code())
         }
     }

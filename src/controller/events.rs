@@ -1,11 +1,13 @@
 //! The events of a reconcile: each as a Kubernetes Event (events.k8s.io) under the
 //! controller's reporter identity, and, with `--events-addr`, queued for Flux's
-//! notification-controller.
+//! notification-controller. An Event's note is cut to Kubernetes' 1,024 bytes (not
+//! characters: a longer note is refused) and escaped.
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 
 use crate::domain::status::EventType;
+use crate::domain::text::{bounded, EVENT_NOTE_MAX};
 
 use super::{KubeContext, MANAGER};
 
@@ -16,7 +18,7 @@ fn kube_event(ev: &crate::domain::status::Event) -> KubeEvent {
             EventType::Warning => KubeEventType::Warning,
         },
         reason: ev.reason.clone(),
-        note: Some(ev.message.chars().take(1024).collect()),
+        note: Some(bounded(&ev.message, EVENT_NOTE_MAX).into_owned()),
         action: "Reconcile".into(),
         secondary: None,
     }
@@ -56,5 +58,26 @@ pub fn reporter() -> Reporter {
     Reporter {
         controller: MANAGER.into(),
         instance: std::env::var("POD_NAME").ok(),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_note_fits_kubernetes_byte_limit_and_is_escaped() {
+        let ev = crate::domain::status::Event {
+            type_: EventType::Warning,
+            reason: "OCIArtifactPullFailed".into(),
+            message: format!("\u{1b}[2J{}", "ü".repeat(2_000)),
+            artifact: None,
+        };
+        let note = kube_event(&ev).note.unwrap();
+        // Kubernetes counts the note's bytes, not its characters.
+        assert!(note.len() <= EVENT_NOTE_MAX, "{} bytes", note.len());
+        assert!(note.starts_with("\\x1b[2Jü"), "{note}");
+        assert!(note.ends_with(" more bytes)"), "{note}");
     }
 }

@@ -24,6 +24,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
 use kube::{Api, Client, ResourceExt};
 
+use crate::domain::text::{bounded, CONDITION_MESSAGE_MAX};
 use crate::ports::store::object_dir_in;
 use crate::reconcile::{self, Context, Requeue};
 
@@ -120,7 +121,8 @@ async fn apply<K: SourceKind>(
         return Ok(Action::await_change());
     }
     if let Some(e) = &report.error {
-        tracing::warn!(reason = e.reason(), error = %reconcile::error::chain(e), "reconcile failed");
+        let error = reconcile::error::chain(e);
+        tracing::warn!(reason = e.reason(), error = %bounded(&error, CONDITION_MESSAGE_MAX), "reconcile failed");
     }
     // A reconcile that changed and showed nothing (the usual interval reconcile) writes
     // nothing.

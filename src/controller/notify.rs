@@ -14,7 +14,9 @@
 //! the whole retry budget), posting never waits: events go through a bounded queue to one
 //! background task, which posts them in order; a full queue drops the event with a
 //! warning. The poster is built from a generic `ObjectReference`, so it serves every
-//! kind the controller reconciles. Imports the domain's events and no adapter.
+//! kind the controller reconciles. A message is escaped and cut to a condition
+//! message's length (`domain::text::bounded`), as in the object's status. Imports the
+//! domain's events and no adapter.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -25,6 +27,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use crate::domain::status::{Event, EventType};
+use crate::domain::text::{bounded, CONDITION_MESSAGE_MAX};
 
 /// Object annotations with this prefix are copied into every event's metadata
 /// (Flux's `eventv1.Group + "/"`).
@@ -243,7 +246,7 @@ impl Notifier {
             involved_object: involved,
             severity: severity(event.type_),
             timestamp: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            message: event.message.clone(),
+            message: bounded(&event.message, CONDITION_MESSAGE_MAX).into_owned(),
             reason: event.reason.clone(),
             reporting_controller: self.controller.clone(),
             reporting_instance: self.instance.clone(),

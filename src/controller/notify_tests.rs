@@ -339,6 +339,29 @@ async fn notifier_posts_queued_events_in_order() {
 }
 
 #[tokio::test]
+async fn a_huge_or_hostile_message_is_posted_cut_and_escaped() {
+    let r = receiver(Vec::new()).await;
+    let n = Notifier::start_with(r.address.clone(), "ocisource", quick()).unwrap();
+    let hostile = Event {
+        message: format!("failed\u{1b}[2J\n{}", "x".repeat(2_000_000)),
+        ..failure()
+    };
+    n.notify(
+        &object("ocisource.dev/v1beta1"),
+        &ObjectMeta::default(),
+        &hostile,
+    );
+    wait_for_bodies(&r.bodies, 1).await;
+    let message = r.bodies.lock().unwrap()[0]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.len() <= CONDITION_MESSAGE_MAX, "{}", message.len());
+    assert!(message.starts_with("failed\\x1b[2J\\nxxx"), "{message}");
+    assert!(message.ends_with(" more bytes)"), "{message}");
+}
+
+#[tokio::test]
 async fn an_object_without_a_namespace_is_not_posted() {
     let r = receiver(Vec::new()).await;
     let n = Notifier::start_with(r.address.clone(), "ocisource", quick()).unwrap();

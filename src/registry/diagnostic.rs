@@ -11,20 +11,25 @@ use std::net::{IpAddr, SocketAddr};
 
 use serde_json::Value;
 
+use crate::domain::text::{bounded, CONDITION_MESSAGE_MAX};
+
 /// Largest error body read.
 pub(crate) const MAX_ERROR_BODY: u64 = 16 * 1024;
 
 /// The body's errors as go-containerregistry renders them, or `None` when the body is
-/// not the spec's error JSON (or lists no error).
+/// not the spec's error JSON (or lists no error). The text is the registry's: its
+/// control characters are escaped and it is cut to a condition message's length
+/// (`domain::text::bounded`; Go's `%v` of a 16 KiB body can be three times longer).
 pub(crate) fn render(body: &[u8]) -> Option<String> {
     let json: Value = serde_json::from_slice(body).ok()?;
     let errors = json.get("errors")?.as_array()?;
     let each: Vec<String> = errors.iter().map(diagnostic).collect::<Option<_>>()?;
-    match each.as_slice() {
-        [] => None,
-        [one] => Some(one.clone()),
-        many => Some(format!("multiple errors returned: {}", many.join("; "))),
-    }
+    let text = match each.as_slice() {
+        [] => return None,
+        [one] => one.clone(),
+        many => format!("multiple errors returned: {}", many.join("; ")),
+    };
+    Some(bounded(&text, CONDITION_MESSAGE_MAX).into_owned())
 }
 
 /// What go-containerregistry's ping of `host` says when every connection is refused:
@@ -145,6 +150,30 @@ mod tests {
         for (body, want) in cases {
             assert_eq!(render(body.as_bytes()).as_deref(), Some(want), "{body}");
         }
+    }
+
+    #[test]
+    fn a_huge_or_hostile_body_is_cut_and_escaped() {
+        // 14 KB of JSON, which Go's `%v` prints at about the same length.
+        let detail: Vec<Value> = (0..800).map(|i| serde_json::json!([i, i, i, i])).collect();
+        let body = serde_json::json!({"errors": [{
+            "code": "DENIED",
+            "message": "no\u{1b}[2J\nlevel=info msg=forged",
+            "detail": detail,
+        }]});
+        let body = serde_json::to_vec(&body).unwrap();
+        assert!(
+            body.len() > 14_000 && body.len() <= MAX_ERROR_BODY as usize,
+            "{}",
+            body.len()
+        );
+        let text = render(&body).unwrap();
+        assert!(text.len() <= CONDITION_MESSAGE_MAX, "{}", text.len());
+        assert!(
+            text.starts_with("DENIED: no\\x1b[2J\\nlevel=info msg=forged; [[0 0 0 0] [1 1 1 1]"),
+            "{text}"
+        );
+        assert!(text.ends_with(" more bytes)"), "{text}");
     }
 
     #[test]
