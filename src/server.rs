@@ -7,13 +7,16 @@
 //! opened non-blocking and checked through its handle, so a FIFO or device in the store is
 //! a 404, not a hung request. Files are never read whole, and are answered with a static
 //! file server's HTTP semantics (`artifact`: ranges, `Last-Modified`, `ETag`, 304). Every
-//! listener has timeouts, a connection cap and a bounded shutdown (`listen`). This module
+//! listener has timeouts, a connection cap, a share of it per peer address and a bounded
+//! shutdown (`listen`); when the artifact listener is full, its connection idle longest is
+//! shed for the new client (`slots`). This module
 //! imports no reconciler code; the reconciler feeds [`Metrics`].
 
 mod artifact;
 mod files;
 mod listen;
 mod metrics;
+mod slots;
 
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,7 +31,7 @@ use axum::Router;
 #[cfg(feature = "fuzzing")]
 pub use files::artifact_reply;
 pub use files::{serve_artifacts, MAX_HEAD};
-pub use listen::{serve, Limits, METRICS_CONNECTIONS};
+pub use listen::{serve, Limits, ARTIFACT_CONNECTIONS, METRICS_CONNECTIONS};
 pub use metrics::Metrics;
 
 /// The probes only: `/healthz`, and `/readyz` (200 once `ready` is true).

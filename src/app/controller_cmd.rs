@@ -62,7 +62,7 @@ async fn serve(
         };
         match routes {
             Routes::Artifacts(root) => {
-                server::serve_artifacts(listener, root, Limits::default(), stopped).await;
+                server::serve_artifacts(listener, root, Limits::artifacts(), stopped).await;
             }
             Routes::Router(router, limits) => {
                 server::serve(listener, router, limits, stopped).await;

@@ -13,9 +13,12 @@
 //! chunked encoding, upgrade or trailer. Keep-alive and pipelining work as in HTTP/1.1.
 //!
 //! Bounds, as for the other listeners (`listen.rs` owns the accept loop: connection cap,
-//! `TCP_NODELAY`, bounded shutdown): a request head must arrive whole within the header
-//! timeout (which also ends idle kept-alive connections) and within [`MAX_HEAD`] bytes; a
-//! response on which no byte moved for the idle timeout is abandoned with its connection.
+//! share per peer, `TCP_NODELAY`, bounded shutdown): a request head must arrive whole within
+//! the header timeout (which also ends idle kept-alive connections) and within [`MAX_HEAD`]
+//! bytes; a response on which no byte moved for the idle timeout is abandoned with its
+//! connection; a connection carries at most `max_requests` requests and is closed between
+//! requests once past `max_age`. While it waits for a request with nothing buffered it tells its [`Slot`] it is
+//! idle, and closes when the accept loop sheds it for a new client.
 //! A connection holds a small head buffer and no body buffer while a slow reader drains
 //! its download.
 //!
@@ -39,7 +42,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::artifact::{self, Answer, Conditions, Root, StoredFile, Wanted};
-use super::listen::{self, Limits};
+use super::listen::{self, Limits, Slot};
 
 /// Largest request head accepted (a 431 past it); artifact requests are a few hundred
 /// bytes, and nginx's default is 8 KiB per header line.
@@ -64,8 +67,8 @@ pub async fn serve_artifacts(
     shutdown: impl Future<Output = ()>,
 ) {
     let root = Arc::new(Root::new(storage_root));
-    listen::accept_loop(listener, limits, shutdown, move |stream, stop| {
-        connection(stream, root.clone(), limits, stop)
+    listen::accept_loop(listener, limits, shutdown, move |stream, slot, stop| {
+        connection(stream, slot, root.clone(), limits, stop)
     })
     .await;
 }
@@ -100,19 +103,32 @@ enum Step {
 }
 
 /// Serves one connection: request heads are read, answered in order, until the client
-/// closes, a timeout fires, a reply closes it, or shutdown comes between two requests.
+/// closes, a timeout fires, a reply closes it (the last its request budget allows says
+/// `Connection: close`), it is past its age between two requests, the accept loop sheds it
+/// while it waits for a request with nothing buffered, or shutdown comes between two
+/// requests.
 async fn connection(
     mut stream: TcpStream,
+    slot: Slot,
     root: Arc<Root>,
     limits: Limits,
     mut stop: watch::Receiver<()>,
 ) {
     let mut buf: Vec<u8> = Vec::new();
+    let opened = Instant::now();
+    let mut served: u32 = 0;
     loop {
-        let deadline = Instant::now() + limits.header_read_timeout;
+        let now = Instant::now();
+        if now - opened >= limits.max_age {
+            // Between requests, as the header timeout closes it.
+            return;
+        }
+        let deadline = now + limits.header_read_timeout;
+        served = served.saturating_add(1);
+        let may_keep_alive = served < limits.max_requests;
         let (reply, used) = loop {
             if !buf.is_empty() {
-                if let Step::Reply(reply, used) = step(&root, &buf) {
+                if let Step::Reply(reply, used) = step(&root, &buf, may_keep_alive) {
                     break (reply, used);
                 }
             }
@@ -121,14 +137,24 @@ async fn connection(
                 let _ = write_all(&mut stream, &reply.head, limits.idle_timeout).await;
                 return;
             }
+            // Nothing in flight and nothing buffered: the accept loop may shed it.
+            let idle = buf.is_empty();
+            if idle {
+                slot.idle(now);
+            }
             buf.reserve((MAX_HEAD - buf.len()).min(4096));
             tokio::select! {
                 read = tokio::time::timeout_at(deadline, stream.read_buf(&mut buf)) => match read {
-                    Ok(Ok(n)) if n > 0 => {}
+                    // A request began; unless the connection was shed just before.
+                    Ok(Ok(n)) if n > 0 => if idle && !slot.busy() {
+                        return;
+                    },
                     // Closed, failed, or the head did not come in time.
                     _ => return,
                 },
-                // Shutdown: a connection between requests is closed at once.
+                // Shed for a new client, or shutdown: a connection between requests is
+                // closed at once.
+                () = slot.shed(), if idle => return,
                 _ = stop.changed() => return,
             }
         };
@@ -234,7 +260,7 @@ pub fn artifact_reply(
     sent: &[u8],
 ) -> Option<(Vec<u8>, u64, bool, usize)> {
     let root = Root::new(storage_root.to_path_buf());
-    match step(&root, sent) {
+    match step(&root, sent, true) {
         Step::Partial => None,
         Step::Reply(r, used) => {
             let file_bytes = r.file.as_ref().map_or(0, |f| f.2);
@@ -243,8 +269,9 @@ pub fn artifact_reply(
     }
 }
 
-/// Parses the head at the start of `buf` and decides its reply.
-fn step(root: &Root, buf: &[u8]) -> Step {
+/// Parses the head at the start of `buf` and decides its reply; with `may_keep_alive`
+/// false, the reply closes the connection whatever the request asked.
+fn step(root: &Root, buf: &[u8], may_keep_alive: bool) -> Step {
     let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut request = httparse::Request::new(&mut fields);
     let used = match request.parse(buf) {
@@ -255,11 +282,11 @@ fn step(root: &Root, buf: &[u8]) -> Step {
         }
         Err(_) => return Step::Reply(error(400, "malformed request", "", false), buf.len()),
     };
-    Step::Reply(reply(root, &request), used)
+    Step::Reply(reply(root, &request, may_keep_alive), used)
 }
 
 /// The reply to one parsed request.
-fn reply(root: &Root, request: &httparse::Request<'_, '_>) -> Reply {
+fn reply(root: &Root, request: &httparse::Request<'_, '_>, may_keep_alive: bool) -> Reply {
     let (Some(method), Some(target), Some(version)) =
         (request.method, request.path, request.version)
     else {
@@ -297,7 +324,7 @@ fn reply(root: &Root, request: &httparse::Request<'_, '_>) -> Reply {
     }
     // A body is never read: the connection ends after the reply, so it is never parsed
     // as the next request.
-    let keep_alive = keep_alive && !has_body;
+    let keep_alive = keep_alive && !has_body && may_keep_alive;
     let head = method == "HEAD";
     if method != "GET" && !head {
         return error(

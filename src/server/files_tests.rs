@@ -14,7 +14,7 @@ fn root_with_file() -> (tempfile::TempDir, Root) {
 }
 
 fn answer_to(root: &Root, head: &str) -> (String, bool, usize) {
-    match step(root, head.as_bytes()) {
+    match step(root, head.as_bytes(), true) {
         Step::Partial => ("partial".into(), false, 0),
         Step::Reply(r, used) => {
             let mut text = String::from_utf8_lossy(&r.head).into_owned();
@@ -148,7 +148,7 @@ fn a_body_announced_in_a_value_that_is_not_text_still_ends_the_connection() {
         &b"GET /ns/app/a.tar.gz HTTP/1.1\r\nTransfer-Encoding: chun\x87ed\r\n\r\n"[..],
         &b"GET /ns/app/a.tar.gz HTTP/1.1\r\nContent-Length: \xff5\r\n\r\n"[..],
     ] {
-        let Step::Reply(reply, _) = step(&root, head) else {
+        let Step::Reply(reply, _) = step(&root, head, true) else {
             panic!("a complete head was taken as partial");
         };
         assert!(reply.close, "{:?}", String::from_utf8_lossy(head));
