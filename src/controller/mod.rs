@@ -34,7 +34,7 @@ pub use status::{patch_status, status_patch};
 pub use watch::{change_of_interest, run, WatchScope};
 
 use events::publish_events;
-use status::{show_new, Showing};
+use status::{show_new, write_final, Showing};
 
 /// Field manager name for server-side apply and patches.
 pub const MANAGER: &str = "ocisource";
@@ -58,7 +58,8 @@ pub struct KubeContext {
 /// Kubernetes I/O failures (the reconcile's own failures are in the status, not here).
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
-    /// Writing the status failed.
+    /// Writing the status failed (reported by an Event and a metric, see
+    /// `status::write_final`).
     #[error("failed to patch status of {object}")]
     PatchStatus {
         /// `namespace/name`.
@@ -66,6 +67,8 @@ pub enum ControllerError {
         /// Cause.
         #[source]
         source: kube::Error,
+        /// When to reconcile again: the reconcile's backoff.
+        retry_in: Duration,
     },
     /// Removing the object's artifacts failed.
     #[error("failed to remove artifacts of {object}")]
@@ -88,7 +91,6 @@ async fn apply<K: SourceKind>(
     let ns = obj
         .namespace()
         .ok_or_else(|| ControllerError::NoNamespace(obj.name_any()))?;
-    let name = obj.name_any();
     let (view, flavour) = obj.view();
     let api: Api<K> = Api::namespaced(kctx.client.clone(), &ns);
     let showing = Showing {
@@ -100,14 +102,7 @@ async fn apply<K: SourceKind>(
     };
     let report =
         reconcile::reconcile_as(&view, &flavour, &kctx.core, chrono::Utc::now(), &showing).await;
-    let write_status = || async {
-        patch_status(&api, &name, &report.status)
-            .await
-            .map_err(|source| ControllerError::PatchStatus {
-                object: format!("{ns}/{name}"),
-                source,
-            })
-    };
+    let write_status = || write_final(&kctx, &api, obj.as_ref(), &report);
     if view.spec.suspend {
         tracing::debug!("suspended; not reconciling");
         // A requested reconcile is still recorded (lastHandledReconcileAt), as in Flux.
@@ -192,13 +187,22 @@ pub async fn reconcile_object<K: SourceKind>(
     .await
 }
 
+/// After a failed Kubernetes API call: a refused status write comes back after the
+/// reconcile's backoff, any other failure after 15 s.
 fn error_policy<K: SourceKind>(
     obj: Arc<K>,
     error: &kube::runtime::finalizer::Error<ControllerError>,
     _kctx: Arc<KubeContext>,
 ) -> Action {
-    tracing::warn!(object = %format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any()), kind = K::LABEL, error = %error, "kubernetes API call failed; retrying");
-    Action::requeue(Duration::from_secs(15))
+    let retry_in = match error {
+        kube::runtime::finalizer::Error::ApplyFailed(ControllerError::PatchStatus {
+            retry_in,
+            ..
+        }) => *retry_in,
+        _ => Duration::from_secs(15),
+    };
+    tracing::warn!(object = %format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any()), kind = K::LABEL, error = %error, ?retry_in, "kubernetes API call failed; retrying");
+    Action::requeue(retry_in)
 }
 
 /// True once the ExternalArtifact API was reported missing; flips it on first call.

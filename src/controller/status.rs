@@ -1,7 +1,8 @@
 //! Writing an object's status: the whole status as one merge patch with the keys of the
 //! kind's schema, the in-progress status while a reconcile runs ([`Showing`], which also
 //! keeps the ExternalArtifact's Ready in step), and Reconciling for a new object before
-//! its finalizer round-trip.
+//! its finalizer round-trip; a final write the API server refuses is reported by an
+//! Event and a metric and retried with backoff ([`write_final`]).
 //!
 //! A merge patch that names every key, not server-side apply: apply only clears the
 //! fields its own manager set before, so an object taken over from Flux's
@@ -10,14 +11,19 @@
 //! an apply by `ocisource` without it left `observedIgnore` in place.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 
+use crate::api::conditions::reason;
 use crate::api::{OciRepository, OciRepositoryStatus};
-use crate::reconcile;
+use crate::domain::requeue::backoff;
+use crate::domain::status::{Disposition, Event, EventType};
+use crate::reconcile::{self, Requeue};
 
-use super::{external_artifact, KubeContext, SourceKind};
+use super::events::publish_events;
+use super::{external_artifact, ControllerError, KubeContext, SourceKind};
 
 /// Writes `status` with one merge patch on the status subresource. The whole status is
 /// sent, unset fields as `null` (see [`status_patch`]).
@@ -49,6 +55,51 @@ pub fn status_patch<K: SourceKind>(
         }
     }
     Ok(serde_json::json!({ "status": value }))
+}
+
+/// Writes the final status of a reconcile with [`patch_status`]. A write the API server
+/// refuses (422 Invalid, 413, a timeout: any error) leaves the object showing nothing
+/// of this reconcile, so it is reported elsewhere: a Warning Event `PatchOperationFailed`
+/// on the object (posted to `--events-addr` too) saying why, beside the reconcile's own
+/// events, and the `ocisource_status_write_failures` metric. The error returned says when
+/// to try again: the reconcile's backoff (`domain::requeue::backoff`) over the refusals
+/// in a row, or the failed reconcile's own backoff when that is longer.
+pub(super) async fn write_final<K: SourceKind>(
+    kctx: &KubeContext,
+    api: &Api<K>,
+    obj: &K,
+    report: &reconcile::Report,
+) -> Result<(), ControllerError> {
+    let (ns, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
+    // Counted beside the reconcile's own failures, under a key no object has.
+    let refusals = format!("{ns}/{name} status");
+    let Err(source) = patch_status(api, &name, &report.status).await else {
+        kctx.core.succeeded(&refusals);
+        return Ok(());
+    };
+    kctx.core.metrics.status_write_failed(&K::group(&()));
+    let object = format!("{ns}/{name}");
+    let refused = Event {
+        type_: EventType::Warning,
+        reason: reason::PATCH_OPERATION_FAILED.into(),
+        message: format!(
+            "failed to write the status of {object}: {}",
+            reconcile::error::chain(&source)
+        ),
+        artifact: None,
+    };
+    let events: Vec<Event> = report.events.iter().cloned().chain([refused]).collect();
+    publish_events(kctx, &obj.object_ref(&()), obj.meta(), &events).await;
+    let own = match (&report.error, report.requeue) {
+        (Some(e), Requeue::After(d)) if e.disposition() == Disposition::Retry => d,
+        _ => Duration::ZERO,
+    };
+    let retry_in = own.max(backoff(kctx.core.failed(&refusals), Duration::MAX));
+    Err(ControllerError::PatchStatus {
+        object,
+        source,
+        retry_in,
+    })
 }
 
 /// Shows a reconcile under way: patches the in-progress status, and the ExternalArtifact

@@ -18,4 +18,6 @@ pub trait ReconcileMetrics: Send + Sync {
     fn observe_artifact(&self, group: &str, namespace: &str, name: &str, size: i64);
     /// Forgets an object (deleted), so its per-object values disappear.
     fn remove_object(&self, group: &str, namespace: &str, name: &str);
+    /// The API server refused (or failed) a status write of an object of `group`.
+    fn status_write_failed(&self, group: &str);
 }

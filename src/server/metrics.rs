@@ -1,6 +1,7 @@
 //! The controller's Prometheus metrics, kept and exposed (OpenMetrics text) with the
 //! `prometheus-client` crate: reconcile duration histogram by result, reconcile results by
-//! reason, bytes pulled, and artifact size per object. Imports nothing from the
+//! reason, bytes pulled, artifact size per object, and status writes the API server
+//! refused (the one failure the object's status cannot show). Imports nothing from the
 //! reconciler; it records through the `ports::ReconcileMetrics` port.
 
 use std::time::Duration;
@@ -44,6 +45,12 @@ struct ByObject {
     name: String,
 }
 
+/// The API group of the objects counted.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ByGroup {
+    group: String,
+}
+
 type Durations = Family<ByResult, Histogram, fn() -> Histogram>;
 
 /// Metrics shared by the reconciler (which records) and the server (which renders).
@@ -53,6 +60,7 @@ pub struct Metrics {
     results: Family<ByReason, Counter>,
     bytes_pulled: Counter,
     artifact_sizes: Family<ByObject, Gauge>,
+    status_write_failures: Family<ByGroup, Counter>,
 }
 
 impl Default for Metrics {
@@ -89,12 +97,19 @@ impl Metrics {
             "Size of the stored artifact per object (group: the object's API group)",
             artifact_sizes.clone(),
         );
+        let status_write_failures = Family::<ByGroup, Counter>::default();
+        registry.register(
+            "ocisource_status_write_failures",
+            "Status writes the API server refused or failed, by the objects' API group",
+            status_write_failures.clone(),
+        );
         Self {
             registry,
             durations,
             results,
             bytes_pulled,
             artifact_sizes,
+            status_write_failures,
         }
     }
 
@@ -135,6 +150,15 @@ impl Metrics {
         self.artifact_sizes.remove(&object(group, namespace, name));
     }
 
+    /// Counts a status write of an object of `group` that the API server refused.
+    pub fn status_write_failed(&self, group: &str) {
+        self.status_write_failures
+            .get_or_create(&ByGroup {
+                group: group.to_string(),
+            })
+            .inc();
+    }
+
     /// The OpenMetrics text exposition of every metric ([`CONTENT_TYPE`]).
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -167,5 +191,26 @@ impl crate::ports::ReconcileMetrics for Metrics {
 
     fn remove_object(&self, group: &str, namespace: &str, name: &str) {
         Metrics::remove_object(self, group, namespace, name)
+    }
+
+    fn status_write_failed(&self, group: &str) {
+        Metrics::status_write_failed(self, group)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_status_writes_are_counted_by_group() {
+        let metrics = Metrics::new();
+        metrics.status_write_failed("ocisource.dev");
+        metrics.status_write_failed("ocisource.dev");
+        let text = metrics.render();
+        assert!(
+            text.contains("ocisource_status_write_failures_total{group=\"ocisource.dev\"} 2\n"),
+            "{text}"
+        );
     }
 }
