@@ -1,12 +1,15 @@
 //! `spec.provider: azure` end to end against a small local fake of Microsoft Entra's
 //! documented v2.0 token endpoint (client credentials with a federated client
 //! assertion) and of ACR's `/oauth2/exchange`, with a real registry that accepts the
-//! all-zero user and the ACR refresh token. The cloud login reaches the fake under the
-//! ACR host name and the registry client reaches the real registry under the same name,
-//! each through its own resolver override.
+//! all-zero user and the ACR refresh token. The cloud login reaches the exchange fake
+//! under the ACR host name over HTTPS (a test CA the login trusts through
+//! `CloudSettings::extra_ca_pem`), and the registry client reaches the real registry
+//! under the same name, each through its own resolver override. The exchange is HTTPS
+//! whatever `spec.insecure` says (issue 31).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod cloud_common;
+mod fake_registry;
 mod support;
 
 use std::collections::HashMap;
@@ -46,31 +49,45 @@ struct Seen {
     exchange: Mutex<Vec<HashMap<String, String>>>,
 }
 
-async fn fake_entra_and_acr(seen: Arc<Seen>) -> std::net::SocketAddr {
-    let entra = seen.clone();
-    let app = axum::Router::new()
-        .route(
-            "/{tenant}/oauth2/v2.0/token",
-            post(move |Path(tenant): Path<String>, body: String| {
-                entra.entra.lock().unwrap().push((tenant, form(&body)));
-                async move { json_response(json!({"token_type": "Bearer", "expires_in": 3599, "access_token": "entra-token"})) }
-            }),
-        )
-        .route(
-            "/oauth2/exchange",
-            post(move |body: String| {
-                seen.exchange.lock().unwrap().push(form(&body));
-                async move { json_response(json!({"refresh_token": refresh_token()})) }
-            }),
-        );
-    cloud_common::serve(app).await
+/// The fakes' addresses: Entra (plain HTTP, the controller's authority host setting) and
+/// the ACR exchange (HTTPS only, with a certificate for the ACR names of the tests).
+struct Fakes {
+    entra: std::net::SocketAddr,
+    acr: std::net::SocketAddr,
+    ca_pem: Vec<u8>,
 }
 
-fn settings(
-    dir: &std::path::Path,
-    fake: std::net::SocketAddr,
-    acr_hosts: &[&str],
-) -> CloudSettings {
+async fn fake_entra_and_acr(seen: Arc<Seen>, pki: &std::path::Path) -> Fakes {
+    let entra = seen.clone();
+    let entra = axum::Router::new().route(
+        "/{tenant}/oauth2/v2.0/token",
+        post(move |Path(tenant): Path<String>, body: String| {
+            entra.entra.lock().unwrap().push((tenant, form(&body)));
+            async move { json_response(json!({"token_type": "Bearer", "expires_in": 3599, "access_token": "entra-token"})) }
+        }),
+    );
+    let acr = axum::Router::new().route(
+        "/oauth2/exchange",
+        post(move |body: String| {
+            seen.exchange.lock().unwrap().push(form(&body));
+            async move { json_response(json!({"refresh_token": refresh_token()})) }
+        }),
+    );
+    support::pki::make_ca(pki, "azure fake CA");
+    support::pki::make_cert(
+        pki,
+        "acr",
+        "subjectAltName=DNS:myreg.azurecr.io,DNS:other.azurecr.io,DNS:myreg.azurecr.cn\n\
+         basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    );
+    Fakes {
+        entra: cloud_common::serve(entra).await,
+        acr: fake_registry::serve_router_tls(acr, pki, "acr").await,
+        ca_pem: std::fs::read(pki.join("ca.pem")).unwrap(),
+    }
+}
+
+fn settings(dir: &std::path::Path, fakes: &Fakes, acr_hosts: &[&str]) -> CloudSettings {
     CloudSettings {
         azure: AzureSettings {
             client_id: Some("11111111-2222-3333-4444-555555555555".into()),
@@ -80,9 +97,13 @@ fn settings(
                 "azure-token",
                 "eyJ.federated\n",
             )),
-            authority_host: Some(format!("http://{fake}/")),
+            authority_host: Some(format!("http://{}/", fakes.entra)),
         },
-        resolve: acr_hosts.iter().map(|h| ((*h).to_string(), fake)).collect(),
+        resolve: acr_hosts
+            .iter()
+            .map(|h| ((*h).to_string(), fakes.acr))
+            .collect(),
+        extra_ca_pem: Some(fakes.ca_pem.clone()),
         ..CloudSettings::default()
     }
 }
@@ -107,10 +128,10 @@ async fn setup_with(hosts: &[&str], tokens: Option<Arc<FakeTokens>>) -> Setup {
         TestRegistry::start(RegistryOpts::plain().with_basic_auth(ZERO_USER, &refresh_token()));
     push(&reg, "team/app").await;
     let seen = Arc::new(Seen::default());
-    let fake = fake_entra_and_acr(seen.clone()).await;
     let dir = tempfile::tempdir().unwrap();
+    let fakes = fake_entra_and_acr(seen.clone(), dir.path()).await;
     let registry: Vec<_> = hosts.iter().map(|h| (*h, addr(&reg))).collect();
-    let mut settings = settings(dir.path(), fake, hosts);
+    let mut settings = settings(dir.path(), &fakes, hosts);
     let login = match tokens {
         None => WorkloadLogin::new(settings, ManualClock::at(NOW)).unwrap(),
         Some(tokens) => {
@@ -201,12 +222,8 @@ async fn an_ecr_host_with_provider_azure_stalls() {
     );
 }
 
-/// Object-level identity: the tenant's ServiceAccount annotations name the app and
-/// tenant, its TokenRequest token (audience `api://AzureADTokenExchange`) is the client
-/// assertion; the controller's own Azure identity is not set up at all.
-#[tokio::test]
-async fn a_service_account_logs_in_with_its_own_app_and_token() {
-    let host = "myreg.azurecr.io";
+/// ServiceAccount `default/tenant`, annotated with its Entra app and tenant.
+fn tenant_tokens() -> Arc<FakeTokens> {
     let tokens = Arc::new(FakeTokens::default());
     tokens.annotate(
         "default/tenant",
@@ -215,6 +232,16 @@ async fn a_service_account_logs_in_with_its_own_app_and_token() {
             (AZURE_TENANT_ID, "tenant-dir"),
         ],
     );
+    tokens
+}
+
+/// Object-level identity: the tenant's ServiceAccount annotations name the app and
+/// tenant, its TokenRequest token (audience `api://AzureADTokenExchange`) is the client
+/// assertion; the controller's own Azure identity is not set up at all.
+#[tokio::test]
+async fn a_service_account_logs_in_with_its_own_app_and_token() {
+    let host = "myreg.azurecr.io";
+    let tokens = tenant_tokens();
     let Setup { seen, ctx, .. } = &setup_with(&[host], Some(tokens.clone())).await;
     let mut obj = repo("app", &format!("oci://{host}/team/app"), "azure");
     obj.spec.service_account_name = Some("tenant".into());
@@ -253,4 +280,21 @@ async fn a_service_account_logs_in_with_its_own_app_and_token() {
         "AuthenticationFailed",
         &needles,
     );
+}
+
+/// `spec.insecure: true` (allowed with the object's own identity) still exchanges the
+/// Entra token over verified HTTPS: the exchange fake only speaks TLS, so a plain-HTTP
+/// exchange, or a fallback to one, never reaches it and the object would not be Ready.
+#[tokio::test]
+async fn the_acr_exchange_is_https_even_for_an_insecure_object() {
+    let host = "myreg.azurecr.io";
+    let tokens = tenant_tokens();
+    let Setup { seen, ctx, .. } = &setup_with(&[host], Some(tokens)).await;
+    let url = format!("oci://{host}/team/app");
+    let mut obj = cloud_common::tenant_repo("app", &url, "azure", "tenant");
+    obj.spec.insecure = true;
+    assert_ready(&reconcile(&mut obj, ctx).await);
+    let exchange = seen.exchange.lock().unwrap();
+    assert_eq!(exchange.len(), 1);
+    assert_eq!(exchange[0]["service"], host);
 }

@@ -26,6 +26,8 @@ use support::{RegistryOpts, TestRegistry};
 const GAR_HOST: &str = "europe-west1-docker.pkg.dev";
 const GCR_HOST: &str = "eu.gcr.io";
 const NOW: &str = "2025-01-01T00:00:00Z";
+/// The scope of every token that reaches a registry (read-only storage).
+const PULL_SCOPE: &str = "https://www.googleapis.com/auth/devstorage.read_only";
 
 /// A fake metadata server handing out `gcp-token-<n>`, valid 3599 s; counts requests
 /// and keeps the last query.
@@ -94,10 +96,15 @@ async fn metadata_server_token_serves_every_google_registry_until_it_is_due() {
         1,
         "one token for both hosts and four objects"
     );
-    assert!(query
-        .lock()
-        .unwrap()
-        .contains("scopes=https://www.googleapis.com/auth/cloud-platform"));
+    // Only the read-only storage scope a pull needs, not cloud-platform.
+    assert!(
+        query
+            .lock()
+            .unwrap()
+            .ends_with(&format!("scopes={PULL_SCOPE}")),
+        "{}",
+        query.lock().unwrap()
+    );
 
     // 80% of 3599 s is 47m59s.
     clock.set("2025-01-01T00:47:58Z");
@@ -198,11 +205,13 @@ async fn workload_identity_federation_exchanges_the_subject_token_and_impersonat
     let imp = seen.impersonation.lock().unwrap().clone();
     assert_eq!(imp.len(), 1);
     assert_eq!(imp[0].0, "Bearer sts-token");
-    assert!(imp[0].1["scope"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|s| s == "https://www.googleapis.com/auth/cloud-platform"));
+    // The STS token only calls the IAM credentials API, which needs cloud-platform; the
+    // impersonated token, the one the registry sees, asks for the pull scope only.
+    assert_eq!(
+        sts[0]["scope"],
+        "https://www.googleapis.com/auth/cloud-platform"
+    );
+    assert_eq!(imp[0].1["scope"], json!([PULL_SCOPE]));
 }
 
 #[tokio::test]
@@ -251,6 +260,8 @@ async fn federation_without_impersonation_uses_the_sts_token_from_a_json_url_sou
     assert_ready(&reconcile(&mut obj, &ctx).await);
     let sts = seen.sts.lock().unwrap().clone();
     assert_eq!(sts[0]["subject_token"], "from-url");
+    // The STS token goes to the registry itself: the pull scope only.
+    assert_eq!(sts[0]["scope"], PULL_SCOPE);
     assert!(seen.impersonation.lock().unwrap().is_empty());
 }
 

@@ -4,6 +4,11 @@
 //! Entra token scoped to ACR (per Azure cloud); the registry's `/oauth2/exchange` turns
 //! that into an ACR refresh token, whose JWT `exp` is its expiry. The registry login is
 //! the all-zero user with that token, as in Flux and `az acr login --expose-token`.
+//!
+//! The exchange is always HTTPS with certificate verification, whatever the object's
+//! `spec.insecure` says, and never falls back to plain HTTP: it carries the Entra token,
+//! which a plain-HTTP listener (or anyone on the path) could otherwise replay against
+//! every registry the identity can read (issue 31). An ACR is never plain HTTP.
 
 use base64::Engine as _;
 use chrono::{DateTime, TimeDelta, Utc};
@@ -124,12 +129,16 @@ pub(crate) async fn exchange_assertion(
     })
 }
 
-/// The ACR login for `host`: the Entra `token` exchanged on the registry itself (over
-/// plain HTTP only when the registry is reached that way, `spec.insecure`).
+/// The URL of the token exchange on ACR `host`: always HTTPS (see the module comment).
+fn exchange_url(host: &str) -> String {
+    format!("https://{host}/oauth2/exchange")
+}
+
+/// The ACR login for `host`: the Entra `token` exchanged on the registry itself, over
+/// verified HTTPS only.
 pub(crate) async fn acr_login(
     http: &Http,
     host: &str,
-    insecure: bool,
     token: &Expiring<AccessToken>,
 ) -> Result<Expiring<Credentials>, CloudError> {
     const WHAT: &str = "the ACR token exchange";
@@ -139,8 +148,7 @@ pub(crate) async fn acr_login(
             problem: "an AWS credential cannot log in to ACR".into(),
         });
     };
-    let scheme = if insecure { "http" } else { "https" };
-    let url = format!("{scheme}://{host}/oauth2/exchange");
+    let url = exchange_url(host);
     let request = post_form(
         http,
         &url,

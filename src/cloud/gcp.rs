@@ -5,6 +5,19 @@
 //! account), else the metadata server (GKE workload identity; `GCE_METADATA_HOST`
 //! overrides its address). The registry login is user `oauth2accesstoken` with the
 //! token as password, for every Google registry, as in Flux.
+//!
+//! Scope: a token that reaches a registry asks only for [`PULL_SCOPE`]
+//! (`devstorage.read_only`), not Flux's `cloud-platform` + `userinfo.email`
+//! (`fluxcd/pkg` `auth/gcp/provider.go`). Google's Artifact Registry guide "Deploying to
+//! Compute Engine" (cloud.google.com/artifact-registry/docs/integrate-compute) says a pull
+//! needs the `artifactregistry.reader` role and the read-only Cloud Storage access scope,
+//! and that only uploads need `read-write`, `cloud-platform` or `full-control`; it is
+//! also the scope of Compute Engine's default service account, which pulls from
+//! Artifact Registry and the `gcr.io` repositories it now serves. A `cloud-platform`
+//! token would let whoever sees it use every API the identity may call. The one token
+//! that keeps `cloud-platform` is the STS token used only to call the IAM credentials
+//! API (`generateAccessToken`) for impersonation, which requires it; it never reaches a
+//! registry. `tests/cloud_gcp.rs` checks the scopes each endpoint is asked for.
 
 use std::collections::HashMap;
 
@@ -15,11 +28,11 @@ use super::http::{post_form, read_token_file, Http};
 use super::{AccessToken, CloudError, Expiring, GcpSettings};
 use crate::domain::secret::{Credentials, Redacted};
 
-/// The scopes Flux requests.
-const SCOPES: [&str; 2] = [
-    "https://www.googleapis.com/auth/cloud-platform",
-    "https://www.googleapis.com/auth/userinfo.email",
-];
+/// The scope of every token that reaches a registry: read-only storage, enough to pull
+/// (see the module comment).
+const PULL_SCOPE: &str = "https://www.googleapis.com/auth/devstorage.read_only";
+/// The scope the IAM credentials API requires of the STS token that impersonates.
+const IMPERSONATION_SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
 const DEFAULT_METADATA_HOST: &str = "metadata.google.internal";
 /// The registry user name for an OAuth2 access token.
 const TOKEN_USER: &str = "oauth2accesstoken";
@@ -77,8 +90,7 @@ async fn metadata_token(
         .as_deref()
         .unwrap_or(DEFAULT_METADATA_HOST);
     let url = format!(
-        "http://{host}/computeMetadata/v1/instance/service-accounts/default/token?scopes={}",
-        SCOPES.join(",")
+        "http://{host}/computeMetadata/v1/instance/service-accounts/default/token?scopes={PULL_SCOPE}"
     );
     let request = http
         .request(reqwest::Method::GET, &url)
@@ -266,9 +278,9 @@ pub(crate) async fn federate(
     now: DateTime<Utc>,
 ) -> Result<(Redacted<String>, DateTime<Utc>), CloudError> {
     let sts_scope = if federation.impersonation_url.is_some() {
-        SCOPES[0].to_string()
+        IMPERSONATION_SCOPE
     } else {
-        SCOPES.join(" ")
+        PULL_SCOPE
     };
     let request = post_form(
         http,
@@ -279,7 +291,7 @@ pub(crate) async fn federate(
                 "urn:ietf:params:oauth:grant-type:token-exchange",
             ),
             ("audience", federation.audience),
-            ("scope", &sts_scope),
+            ("scope", sts_scope),
             (
                 "requested_token_type",
                 "urn:ietf:params:oauth:token-type:access_token",
@@ -302,7 +314,7 @@ pub(crate) async fn federate(
         .request(reqwest::Method::POST, url)
         .bearer_auth(&sts.access_token)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .body(serde_json::json!({"scope": SCOPES, "lifetime": "3600s"}).to_string());
+        .body(serde_json::json!({"scope": [PULL_SCOPE], "lifetime": "3600s"}).to_string());
     let t: ImpersonatedToken = http.json(WHAT, url, request).await?;
     let expires_at = DateTime::parse_from_rfc3339(&t.expire_time)
         .map_err(|e| CloudError::Answer {

@@ -37,6 +37,14 @@ impl Http {
         for (host, addr) in &settings.resolve {
             b = b.resolve(host, *addr);
         }
+        if let Some(pem) = &settings.extra_ca_pem {
+            let certs =
+                reqwest::Certificate::from_pem_bundle(pem).map_err(|e| CloudError::Config {
+                    setting: "the cloud login's extra CA certificates",
+                    problem: crate::domain::error_chain::chain(&e),
+                })?;
+            b = b.tls_certs_merge(certs);
+        }
         let client = b.build().map_err(|e| CloudError::Config {
             setting: "the cloud login HTTP client",
             problem: crate::domain::error_chain::chain(&e),

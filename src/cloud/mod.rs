@@ -306,7 +306,7 @@ impl WorkloadLogin {
                     }
                     (CloudRegistry::Google { .. }, _) => gcp::registry_login(&token),
                     (CloudRegistry::Acr { host, .. }, _) => {
-                        azure::acr_login(http, host, request.insecure, &token).await
+                        azure::acr_login(http, host, &token).await
                     }
                     (CloudRegistry::Ecr(_) | CloudRegistry::PublicEcr, _) => {
                         Err(CloudError::Config {

@@ -78,6 +78,10 @@ pub struct CloudSettings {
     /// (tests point the real endpoint names at local fakes; the port of the address is
     /// used when the URL names none).
     pub resolve: Vec<(String, SocketAddr)>,
+    /// Extra CA certificates (PEM) trusted for every cloud endpoint besides the platform's
+    /// roots (tests trust their HTTPS fakes this way, without the process-wide
+    /// `SSL_CERT_FILE` that a pod would use). Never from the environment.
+    pub extra_ca_pem: Option<Vec<u8>>,
 }
 
 impl CloudSettings {
@@ -121,6 +125,7 @@ impl CloudSettings {
                 authority_host: get("AZURE_AUTHORITY_HOST"),
             },
             resolve: Vec::new(),
+            extra_ca_pem: None,
         }
     }
 }

@@ -31,11 +31,10 @@ pub enum CloudIdentity {
 pub struct CloudLoginRequest<'a> {
     /// The registry, already recognised as the provider's (`domain::cloud_hosts`).
     pub registry: &'a CloudRegistry,
-    /// Whose identity.
+    /// Whose identity. Nothing about how the object reaches the registry (`spec.insecure`,
+    /// a proxy, a CA) is part of a login: the token endpoints are always reached over
+    /// verified HTTPS, the ACR token exchange on the registry itself included.
     pub identity: &'a CloudIdentity,
-    /// The registry is reached over plain HTTP (`spec.insecure`); the ACR token exchange,
-    /// which happens on the registry itself, then uses plain HTTP too.
-    pub insecure: bool,
 }
 
 /// A cloud login that failed, with the provider's answer; never carries a credential.

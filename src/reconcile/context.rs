@@ -55,6 +55,10 @@ pub struct Context {
     pub metrics: Arc<dyn ReconcileMetrics>,
     /// Cloud registry logins for `spec.provider` (none: such objects fail to log in).
     pub cloud: Option<Arc<dyn CloudLogin>>,
+    /// `--default-service-account`: objects without `spec.serviceAccountName` log in to
+    /// cloud registries as this ServiceAccount of their own namespace, never as the
+    /// controller (Flux's multi-tenancy lockdown).
+    pub default_service_account: Option<String>,
     /// Artifacts built so far, shared with objects that resolve the same manifest.
     pub(crate) shared: super::shared::SharedBuilds,
     verified: Mutex<HashMap<String, String>>,
@@ -79,6 +83,7 @@ impl Context {
             settings,
             metrics,
             cloud: None,
+            default_service_account: None,
             shared: Default::default(),
             verified: Mutex::default(),
             failures: Mutex::default(),
@@ -88,6 +93,13 @@ impl Context {
     /// Logs in to cloud registries (`spec.provider: aws|gcp|azure`) with `cloud`.
     pub fn with_cloud_login(mut self, cloud: Arc<dyn CloudLogin>) -> Self {
         self.cloud = Some(cloud);
+        self
+    }
+
+    /// Objects without `spec.serviceAccountName` log in to cloud registries as ServiceAccount
+    /// `name` of their namespace (`--default-service-account`; needs object-level identity).
+    pub fn with_default_service_account(mut self, name: impl Into<String>) -> Self {
+        self.default_service_account = Some(name.into());
         self
     }
 

@@ -2,8 +2,9 @@
 //! and cloud login reach local servers under real cloud host names (resolver overrides,
 //! never the hosts file), a clock the test moves, `OCIRepository` builders with a
 //! provider, small in-process HTTP fakes of the documented token endpoints (each counts
-//! and records what it was sent), and `moto` run as a server for AWS. Imports only the
-//! crate's public API.
+//! and records what it was sent), and `moto` run as a server for AWS. The registries
+//! are plain HTTP, reached by a connector that falls back to plain HTTP ([`PlainHttp`]),
+//! so the objects need no `spec.insecure`. Imports only the crate's public API.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -20,7 +21,9 @@ use serde_json::json;
 use ocisource::api::OciRepository;
 use ocisource::cloud::{Clock, CloudSettings, WorkloadLogin};
 use ocisource::domain::manifest::FLUX_CONTENT;
-use ocisource::ports::{SecretData, Secrets, SecretsError};
+use ocisource::ports::{
+    Registry, RegistryConnector, RegistryError, RegistryOptions, SecretData, Secrets, SecretsError,
+};
 use ocisource::reconcile::{self, Context, Report, Settings};
 use ocisource::registry::{HttpConnector, RetryPolicy};
 use ocisource::server::Metrics;
@@ -65,6 +68,61 @@ impl Secrets for NoSecrets {
     }
 }
 
+/// Secrets by name (any namespace); every ServiceAccount exists and has no image pull
+/// secrets.
+#[derive(Default)]
+pub struct MapSecrets(std::collections::BTreeMap<String, SecretData>);
+
+impl MapSecrets {
+    /// Adds Secret `name` with `data`.
+    pub fn with(mut self, name: &str, data: &[(&str, &[u8])]) -> Self {
+        let data = data
+            .iter()
+            .map(|(k, v)| {
+                let v = ocisource::domain::secret::Redacted::new(v.to_vec());
+                ((*k).to_string(), v)
+            })
+            .collect();
+        self.0.insert(name.to_string(), data);
+        self
+    }
+}
+
+#[async_trait::async_trait]
+impl Secrets for MapSecrets {
+    async fn secret(&self, namespace: &str, name: &str) -> Result<SecretData, SecretsError> {
+        match self.0.get(name) {
+            Some(data) => Ok(data.clone()),
+            None => NoSecrets.secret(namespace, name).await,
+        }
+    }
+    async fn image_pull_secrets(&self, _: &str, _: &str) -> Result<Vec<String>, SecretsError> {
+        Ok(Vec::new())
+    }
+}
+
+/// The test registries speak plain HTTP under real cloud names: every session may fall
+/// back to it (the transport's `insecure`), so the objects need no `spec.insecure`, which
+/// the controller's own identity refuses. (`plain_http` would be the closer fit, but a
+/// plain-HTTP-only session to a public name does not count `http://host` as the
+/// registry's origin and sends it no credentials.)
+pub struct PlainHttp(HttpConnector);
+
+impl RegistryConnector for PlainHttp {
+    fn connect(
+        &self,
+        registry_host: &str,
+        repository: &str,
+        options: &RegistryOptions,
+    ) -> Result<Arc<dyn Registry>, RegistryError> {
+        let options = RegistryOptions {
+            insecure: true,
+            ..options.clone()
+        };
+        self.0.connect(registry_host, repository, &options)
+    }
+}
+
 /// The address of a test registry.
 pub fn addr(reg: &TestRegistry) -> SocketAddr {
     reg.host().parse().unwrap()
@@ -92,15 +150,25 @@ pub fn context_with_login(
     registry: &[(&str, SocketAddr)],
     login: WorkloadLogin,
 ) -> Context {
+    context_with_secrets(store, registry, login, Arc::new(NoSecrets))
+}
+
+/// [`context_with_login`] with the Secrets `secrets`.
+pub fn context_with_secrets(
+    store: &Path,
+    registry: &[(&str, SocketAddr)],
+    login: WorkloadLogin,
+    secrets: Arc<dyn Secrets>,
+) -> Context {
     let mut connector = HttpConnector::new()
         .with_retry(RetryPolicy::with_base(std::time::Duration::from_millis(5)));
     for (host, a) in registry {
         connector = connector.with_resolve(host, *a);
     }
     Context::new(
-        Arc::new(connector),
+        Arc::new(PlainHttp(connector)),
         Arc::new(CosignVerifier::new().unwrap()),
-        Arc::new(NoSecrets),
+        secrets,
         Storage::new(store).without_fsync(),
         Settings::default(),
         Arc::new(Metrics::new()),
@@ -108,12 +176,13 @@ pub fn context_with_login(
     .with_cloud_login(Arc::new(login))
 }
 
-/// An `OCIRepository` `name` for `url` (plain HTTP, `insecure`) with `provider`.
+/// An `OCIRepository` `name` for `url` with `provider` (the context's connector speaks
+/// plain HTTP to the test registries: [`PlainHttp`]).
 pub fn repo(name: &str, url: &str, provider: &str) -> OciRepository {
     serde_json::from_value(json!({
         "apiVersion": "ocisource.dev/v1beta1", "kind": "OCIRepository",
         "metadata": {"name": name, "namespace": "default", "generation": 1},
-        "spec": {"url": url, "interval": "5m", "insecure": true, "provider": provider,
+        "spec": {"url": url, "interval": "5m", "provider": provider,
                  "ref": {"tag": "v1"}},
     }))
     .unwrap()
@@ -184,7 +253,10 @@ pub fn assert_ready(report: &Report) {
     assert!(
         report.ready(),
         "not Ready: {:?}",
-        report.error.as_ref().map(ToString::to_string)
+        report
+            .error
+            .as_ref()
+            .map(|e| ocisource::reconcile::error::chain(e))
     );
 }
 

@@ -214,8 +214,12 @@ impl Moto {
             .unwrap();
     }
 
-    /// The requests recorded so far.
+    /// The requests recorded so far (none while moto has not written its recording file,
+    /// whose download is then an error page).
     pub async fn recorded(&self) -> Vec<Recorded> {
+        if !self.dir.path().join("recording").exists() {
+            return Vec::new();
+        }
         let text = self
             .http
             .get(format!(
