@@ -14,8 +14,10 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::Poll;
 
-use tokio::sync::{Notify, OwnedSemaphorePermit};
+use futures::task::AtomicWaker;
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
 /// State of a connection in the middle of a request or response (or one that never says).
@@ -41,8 +43,8 @@ struct Open {
 struct Entry {
     /// `BUSY`, `SHED`, or the millisecond (since `Slots::epoch`) it became idle.
     state: AtomicU64,
-    /// Wakes the connection when it is shed.
-    shed: Notify,
+    /// Wakes the connection when it is shed (lock-free, unlike `tokio::sync::Notify`).
+    shed: AtomicWaker,
 }
 
 /// A connection's hold on its slot: frees the slot and its peer's count when dropped.
@@ -75,7 +77,7 @@ impl Slots {
     pub(super) fn hold(self: &Arc<Self>, peer: IpAddr, permit: OwnedSemaphorePermit) -> Slot {
         let entry = Arc::new(Entry {
             state: AtomicU64::new(BUSY),
-            shed: Notify::new(),
+            shed: AtomicWaker::new(),
         });
         let mut open = self.lock();
         let id = open.next_id;
@@ -110,7 +112,7 @@ impl Slots {
                 .compare_exchange(since, SHED, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
-                entry.shed.notify_one();
+                entry.shed.wake();
                 return true;
             }
         }
@@ -132,7 +134,20 @@ impl Slot {
 
     /// Completes once the connection has been shed.
     pub(super) async fn shed(&self) {
-        self.entry.shed.notified().await;
+        let shed = || self.entry.state.load(Ordering::Acquire) == SHED;
+        std::future::poll_fn(|cx| {
+            if shed() {
+                return Poll::Ready(());
+            }
+            self.entry.shed.register(cx.waker());
+            // Shed between the first look and the registration: its wake found no waker.
+            if shed() {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await;
     }
 }
 
