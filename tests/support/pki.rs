@@ -1,6 +1,7 @@
 //! Test PKI made with `openssl` at test time (a CA, a server certificate for
-//! `IP:127.0.0.1,DNS:localhost`, a client certificate for mTLS), plus small process and
-//! port helpers for the registry harness.
+//! `IP:127.0.0.1,DNS:localhost`, a client certificate for mTLS), the rustls server
+//! configuration of such a certificate, plus small process and port helpers for the
+//! registry harness.
 
 use std::net::TcpListener;
 use std::path::Path;
@@ -103,6 +104,25 @@ pub fn make_pki(dir: &Path) {
     );
 }
 
+/// A rustls server configuration serving `dir/<name>.pem` with its key `<name>.key`
+/// (one certificate, PKCS#8 as `openssl req -nodes` writes it), for test TLS servers.
+pub fn server_config(dir: &Path, name: &str) -> tokio_rustls::rustls::ServerConfig {
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    let der = |file: String| {
+        pem::parse(std::fs::read(dir.join(file)).unwrap())
+            .unwrap()
+            .into_contents()
+    };
+    tokio_rustls::rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![CertificateDer::from(der(format!("{name}.pem")))],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(der(format!("{name}.key")))),
+        )
+        .unwrap()
+}
+
+/// A free TCP port on 127.0.0.1.
 pub fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().port()

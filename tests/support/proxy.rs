@@ -1,83 +1,187 @@
-//! Test proxies on 127.0.0.1. `ConnectProxy`: a minimal HTTP `CONNECT` proxy that
-//! records the `host:port` each tunnel asks for and sends every tunnel to one local
-//! upstream (a test registry). It lets a test pull `oci://docker.io/...` without the
-//! network: the client believes it talks to `index.docker.io:443`, the registry's
-//! certificate names `index.docker.io`, and the recorded targets show which host the
-//! client chose. `Gate`: a plain TCP forwarder to a registry that holds the requests
-//! whose request line contains a chosen text (e.g. `/blobs/`) until the test releases
-//! them, so a reconcile can be stopped half-way and its intermediate status observed
-//! without any timing.
+//! Test proxies on 127.0.0.1. `ConnectProxy`: a minimal HTTP proxy that records every
+//! request it gets and acts in one of three [`Mode`]s: `Tunnel` sends every `CONNECT`
+//! tunnel to one local upstream (a test registry), which lets a test pull
+//! `oci://docker.io/...` without the network (the client believes it talks to
+//! `index.docker.io:443`, the registry's certificate names `index.docker.io`, and the
+//! recorded targets show which host the client chose); `Refuse` answers `CONNECT` with
+//! 403 and every plain-HTTP request itself with a 404, as a hostile or broken proxy of a
+//! tenant's choosing may; `Intercept` accepts the tunnel and terminates its TLS with a
+//! certificate of its own CA, recording the decrypted request lines and answering 404.
+//! `Gate`: a plain TCP forwarder to a registry that holds the requests whose request line
+//! contains a chosen text (e.g. `/blobs/`) until the test releases them, so a reconcile
+//! can be stopped half-way and its intermediate status observed without any timing.
 
 use std::sync::{Arc, Mutex};
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
+
+/// What a [`ConnectProxy`] does with what it is asked.
+#[derive(Clone)]
+pub enum Mode {
+    /// Every `CONNECT` tunnel goes to this `host:port`; other requests get 405.
+    Tunnel(String),
+    /// `CONNECT` gets 403 Forbidden; a plain-HTTP request (absolute URL) gets 404 from the
+    /// proxy itself.
+    Refuse,
+    /// `CONNECT` gets 200, then the proxy terminates TLS with its own CA's certificate
+    /// (`IP:127.0.0.1`, `localhost`; made by `pki::make_pki`) and answers 404.
+    Intercept,
+}
+
+/// One request the proxy got, as it saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Seen {
+    /// `CONNECT <host:port>`.
+    Connect(String),
+    /// A plain-HTTP request line, e.g. `GET http://127.0.0.1:5000/v2/ HTTP/1.1`.
+    Plain(String),
+    /// A request line read inside an intercepted tunnel.
+    Intercepted(String),
+}
 
 /// A running proxy; its task ends with the test's runtime.
 pub struct ConnectProxy {
     /// `http://127.0.0.1:<port>`, the proxy address for clients.
     pub address: String,
-    targets: Arc<Mutex<Vec<String>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    /// The interceptor's own CA (`ca.pem`), kept while the proxy runs.
+    _pki: Option<tempfile::TempDir>,
 }
 
 impl ConnectProxy {
     /// Starts the proxy; every tunnel goes to `upstream` (`host:port`).
     pub async fn start(upstream: String) -> Self {
+        Self::start_with(Mode::Tunnel(upstream)).await
+    }
+
+    /// Starts the proxy in `mode`.
+    pub async fn start_with(mode: Mode) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = format!("http://{}", listener.local_addr().unwrap());
-        let targets = Arc::new(Mutex::new(Vec::new()));
-        let seen = targets.clone();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (pki, tls) = match mode {
+            Mode::Intercept => {
+                let dir = tempfile::tempdir().unwrap();
+                super::pki::make_pki(dir.path());
+                let tls = tokio_rustls::TlsAcceptor::from(Arc::new(super::pki::server_config(
+                    dir.path(),
+                    "server",
+                )));
+                (Some(dir), Some(tls))
+            }
+            _ => (None, None),
+        };
+        let log = seen.clone();
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let upstream = upstream.clone();
-                let seen = seen.clone();
+                let (mode, log, tls) = (mode.clone(), log.clone(), tls.clone());
                 tokio::spawn(async move {
-                    let _ = tunnel(client, &upstream, &seen).await;
+                    let _ = serve(client, &mode, &log, tls).await;
                 });
             }
         });
-        Self { address, targets }
+        Self {
+            address,
+            seen,
+            _pki: pki,
+        }
     }
 
     /// The `host:port` of every CONNECT so far, in order.
     pub fn targets(&self) -> Vec<String> {
-        self.targets.lock().unwrap().clone()
+        self.seen()
+            .into_iter()
+            .filter_map(|s| match s {
+                Seen::Connect(t) => Some(t),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Every request so far, in order.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
     }
 }
 
-async fn tunnel(
-    client: TcpStream,
-    upstream: &str,
-    seen: &Mutex<Vec<String>>,
-) -> std::io::Result<()> {
-    let mut client = BufReader::new(client);
+/// Reads a request head; returns its first line, or `None` at the end of the stream.
+async fn request_head<R: AsyncRead + Unpin>(
+    r: &mut BufReader<R>,
+) -> std::io::Result<Option<String>> {
     let mut line = String::new();
-    client.read_line(&mut line).await?;
-    let target = line
-        .strip_prefix("CONNECT ")
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_default()
-        .to_string();
-    // Skip the request headers up to the empty line.
+    if r.read_line(&mut line).await? == 0 {
+        return Ok(None);
+    }
     loop {
         let mut header = String::new();
-        if client.read_line(&mut header).await? == 0 || header == "\r\n" {
+        if r.read_line(&mut header).await? == 0 || header == "\r\n" {
             break;
         }
     }
-    let mut client = client.into_inner();
-    if target.is_empty() {
-        client
-            .write_all(b"HTTP/1.1 405 Method Not Allowed\r\n\r\n")
-            .await?;
+    Ok(Some(line.trim_end().to_string()))
+}
+
+const NOT_FOUND: &[u8] = b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n";
+
+async fn serve(
+    client: TcpStream,
+    mode: &Mode,
+    seen: &Mutex<Vec<Seen>>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) -> std::io::Result<()> {
+    let mut client = BufReader::new(client);
+    let Some(line) = request_head(&mut client).await? else {
         return Ok(());
+    };
+    let target = line
+        .strip_prefix("CONNECT ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(str::to_string);
+    let mut client = client.into_inner();
+    let Some(target) = target else {
+        seen.lock().unwrap().push(Seen::Plain(line));
+        let answer: &[u8] = match mode {
+            Mode::Tunnel(_) => b"HTTP/1.1 405 Method Not Allowed\r\n\r\n",
+            _ => NOT_FOUND,
+        };
+        return client.write_all(answer).await;
+    };
+    seen.lock().unwrap().push(Seen::Connect(target));
+    match (mode, tls) {
+        (Mode::Tunnel(upstream), _) => {
+            let mut server = TcpStream::connect(upstream).await?;
+            client
+                .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                .await?;
+            tokio::io::copy_bidirectional(&mut client, &mut server).await?;
+            Ok(())
+        }
+        (Mode::Intercept, Some(tls)) => {
+            client
+                .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                .await?;
+            intercept(tls.accept(client).await?, seen).await
+        }
+        _ => {
+            client
+                .write_all(b"HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\n\r\n")
+                .await
+        }
     }
-    seen.lock().unwrap().push(target);
-    let mut server = TcpStream::connect(upstream).await?;
-    client
-        .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        .await?;
-    tokio::io::copy_bidirectional(&mut client, &mut server).await?;
+}
+
+/// Answers every request of a terminated tunnel with 404, recording its line.
+async fn intercept<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: S,
+    seen: &Mutex<Vec<Seen>>,
+) -> std::io::Result<()> {
+    let mut stream = BufReader::new(stream);
+    while let Some(line) = request_head(&mut stream).await? {
+        seen.lock().unwrap().push(Seen::Intercepted(line));
+        stream.get_mut().write_all(NOT_FOUND).await?;
+        stream.get_mut().flush().await?;
+    }
     Ok(())
 }
 
