@@ -14,7 +14,9 @@
 //! blobs separately (ECR's IAM actions `BatchGetImage` and `GetDownloadUrlForLayer`). The
 //! proof costs one small request per layer, made only when there is a build to link, and
 //! none when the build's download and the linking session were both anonymous (no
-//! credentials, client certificate or proxy: the registry cannot tell them apart). Not
+//! credentials, client certificate or proxy: the registry cannot tell them apart). The
+//! proof goes over the scheme the proving session's own settings learnt, never one
+//! another tenant's proxy or `insecure` taught (the adapter keys that memory by them). Not
 //! a `HEAD`: it asks whether a blob exists, which a registry may authorise apart from
 //! reading it (ECR has a third action for existence, `BatchCheckLayerAvailability`).
 //! The key binds the bytes: the manifest digest names every layer digest, and the recipe
@@ -26,9 +28,11 @@
 //! (that object rebuilt the same revision with other settings) is another file, so every
 //! store at a path first forgets the entries naming it; a file removed (garbage
 //! collection, a deleted object) makes the link fail, and the object builds its own.
-//! A link is stamped modified now, as a new file would be (`Last-Modified`, the
-//! newest-first order of garbage collection); both names share the stamp, so the first
-//! object's file looks newer than it is: at worst a client downloads it once more.
+//! A file changed in place keeps its path and size, so the store checks the digest
+//! recorded here before it links (`ArtifactStore::link_artifact`). A link is stamped
+//! modified now, as a new file would be (`Last-Modified`, the newest-first order of
+//! garbage collection); both names share the stamp, so the first object's file looks
+//! newer than it is: at worst a client downloads it once more.
 //! Bounded (`domain::fifo`): [`BUDGET`] bytes of keys and paths, oldest out first.
 
 use std::sync::Mutex;
