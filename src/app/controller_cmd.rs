@@ -288,6 +288,10 @@ async fn prepare(
         )
     });
     let verifier = CosignVerifier::new().map_err(|e| AppError::Failed(e.to_string()))?;
+    let lockdown = args
+        .lockdown_service_account()
+        .map_err(AppError::Input)?
+        .map(str::to_string);
     let core = Arc::new(
         Context::new(
             Arc::new(HttpConnector::new()),
@@ -307,7 +311,8 @@ async fn prepare(
                 Arc::new(KubeServiceAccountTokens::new(client.clone()))
                     as Arc<dyn crate::cloud::ServiceAccountTokens>
             }),
-        )?),
+        )?)
+        .with_lockdown(lockdown),
     );
     let notifier = match &args.events_addr {
         Some(addr) => Some(Arc::new(

@@ -91,6 +91,47 @@ pub struct ControllerArgs {
     /// off); logged at start-up.
     #[arg(long, value_name = "GATES", default_value = "", value_parser = gates::parse)]
     pub feature_gates: FeatureGates,
+    /// Flux's multi-tenancy lockdown for cloud logins: an object with `spec.provider` and
+    /// no `spec.serviceAccountName` logs in as this ServiceAccount of its own namespace,
+    /// never with the controller's identity (and fails when its namespace has no such
+    /// ServiceAccount). Needs --feature-gates=ObjectLevelWorkloadIdentity=true, as in
+    /// Flux. Image pull secrets are still read only from `spec.serviceAccountName`.
+    /// Empty: off.
+    #[arg(long, env = "DEFAULT_SERVICE_ACCOUNT", value_name = "NAME", value_parser = service_account)]
+    pub default_service_account: Option<String>,
+}
+
+impl ControllerArgs {
+    /// `--default-service-account` when set (empty counts as unset), refused without the
+    /// ObjectLevelWorkloadIdentity gate as Flux's source-controller refuses it at start.
+    pub fn lockdown_service_account(&self) -> Result<Option<&str>, String> {
+        let name = self
+            .default_service_account
+            .as_deref()
+            .filter(|s| !s.is_empty());
+        if name.is_some() && !self.feature_gates.object_level_workload_identity {
+            return Err(
+                "--default-service-account needs the ObjectLevelWorkloadIdentity feature gate: \
+                 add --feature-gates=ObjectLevelWorkloadIdentity=true (chart value \
+                 controller.objectLevelWorkloadIdentity: true), or drop the flag"
+                    .into(),
+            );
+        }
+        Ok(name)
+    }
+}
+
+/// `--default-service-account`: a ServiceAccount name (a DNS-1123 subdomain), or empty.
+fn service_account(s: &str) -> Result<String, String> {
+    if !s.is_empty() {
+        crate::domain::names::check(
+            "--default-service-account",
+            s,
+            crate::domain::names::Rule::Subdomain,
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    Ok(s.to_string())
 }
 
 /// `--events-addr`: an absolute `http` or `https` URL.
@@ -101,5 +142,46 @@ fn events_addr(s: &str) -> Result<url::Url, String> {
         other => Err(format!(
             "'{s}' has scheme '{other}'; use http:// or https://"
         )),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn parse(args: &[&str]) -> Result<ControllerArgs, String> {
+        let cli = Cli::try_parse_from([&["ocisource", "controller"], args].concat())
+            .map_err(|e| e.to_string())?;
+        match cli.command {
+            Command::Controller(a) => Ok(a),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_default_service_account_needs_the_gate_and_a_valid_name() {
+        let gate = "--feature-gates=ObjectLevelWorkloadIdentity=true";
+        let off = parse(&[]).unwrap();
+        assert_eq!(off.lockdown_service_account(), Ok(None));
+        let on = parse(&[gate, "--default-service-account=flux-tenant"]).unwrap();
+        assert_eq!(on.lockdown_service_account(), Ok(Some("flux-tenant")));
+        let empty = parse(&["--default-service-account="]).unwrap();
+        assert_eq!(empty.lockdown_service_account(), Ok(None));
+
+        let gateless = parse(&["--default-service-account=flux-tenant"]).unwrap();
+        let e = gateless.lockdown_service_account().unwrap_err();
+        assert!(
+            e.contains("--feature-gates=ObjectLevelWorkloadIdentity=true"),
+            "{e}"
+        );
+        let e = parse(&[gate, "--default-service-account=Bad_Name"]).unwrap_err();
+        assert!(
+            e.contains("invalid --default-service-account 'Bad_Name'"),
+            "{e}"
+        );
     }
 }

@@ -103,6 +103,21 @@ impl Context {
         self
     }
 
+    /// [`Context::with_default_service_account`] when `name` is set (the controller's
+    /// `--default-service-account`), logged once at start-up; unchanged otherwise.
+    pub fn with_lockdown(self, name: Option<String>) -> Self {
+        match name {
+            Some(name) => {
+                tracing::info!(
+                    service_account = %name,
+                    "cloud logins of objects without spec.serviceAccountName use this ServiceAccount of their namespace, never the controller's identity (--default-service-account)"
+                );
+                self.with_default_service_account(name)
+            }
+            None => self,
+        }
+    }
+
     /// The cached verdict message for a (digest, policy) key.
     pub(crate) fn verified(&self, key: &str) -> Option<String> {
         self.verified.lock().ok()?.get(key).cloned()
