@@ -113,9 +113,32 @@ fn check_selectors(args: &ControllerArgs) -> Result<(), AppError> {
     Ok(())
 }
 
+/// Raises the soft limit of open files to the hard limit, as Go's runtime does for every
+/// Go program (so for Flux's controllers) since Go 1.19. Container runtimes now leave the
+/// soft limit at 1,024 (containerd 2 dropped `LimitNOFILE=infinity`), fewer than the
+/// artifact listener's 1,024 connections plus the store's files and the API and registry
+/// connections: past it `accept` fails and new clients wait. Returns the limit in force.
+fn raise_open_files_limit() -> Option<u64> {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current.is_some() && limit.current != limit.maximum {
+        let raised = Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        if let Err(e) = setrlimit(Resource::Nofile, raised) {
+            tracing::warn!(error = %e, soft = ?limit.current, "failed to raise the open files limit");
+            return limit.current;
+        }
+    }
+    getrlimit(Resource::Nofile).current
+}
+
 /// Runs the controller until SIGTERM/SIGINT.
 pub async fn run(args: ControllerArgs) -> Result<(), AppError> {
     check_selectors(&args)?;
+    let open_files = raise_open_files_limit();
+    tracing::debug!(limit = ?open_files, "open files limit");
     let client = Client::try_default()
         .await
         .map_err(|e| AppError::Input(format!("failed to configure the Kubernetes client: {e}")))?;
@@ -350,5 +373,23 @@ mod tests {
         );
         assert_eq!(limits_of("health"), Limits::default());
         assert_eq!(limits_of("artifact"), Limits::default());
+    }
+
+    /// A soft limit below the hard one (a container runtime's 1,024) is raised to it.
+    /// The test lowers this process's soft limit by one file, never below what it uses.
+    #[test]
+    fn the_open_files_soft_limit_is_raised_to_the_hard_limit() {
+        use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+        let before = getrlimit(Resource::Nofile);
+        let (Some(soft), Some(hard)) = (before.current, before.maximum) else {
+            return; // an unlimited hard limit: nothing to raise to
+        };
+        let lowered = Rlimit {
+            current: Some(soft.min(hard - 1)),
+            maximum: Some(hard),
+        };
+        assert!(setrlimit(Resource::Nofile, lowered).is_ok());
+        assert_eq!(raise_open_files_limit(), Some(hard));
+        assert_eq!(getrlimit(Resource::Nofile).current, Some(hard));
     }
 }
