@@ -100,6 +100,24 @@ fn plain_http_speaks_http_from_the_first_request_to_any_host() {
     );
 }
 
+/// `--plain-http` to a host that may not fall back by itself, behind a login: the login
+/// is bound to the origin actually spoken to (`http://host`), so the registry's 401 is
+/// answered with it. It was bound only to `https://host` before, and the pull failed.
+#[test]
+fn plain_http_sends_the_login_to_a_host_that_may_not_fall_back() {
+    let reg = TestRegistry::start(RegistryOpts::plain().with_basic_auth("bob", "pa55"));
+    let far = forward_from_127_0_0_2(reg.host());
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join("app.yaml");
+    std::fs::write(&file, "kind: ConfigMap\n").unwrap();
+    let url = format!("oci://{far}/team/app:v1");
+    let login = ["--plain-http", "--creds", "bob:pa55"];
+    let out = ocisource(&[&["push", &url, "--path", arg(&file), "-q"][..], &login].concat());
+    assert_eq!(out.code, 0, "push --plain-http --creds: {}", out.stderr);
+    let out = pull(&url, &work.path().join("o.tar.gz"), &login);
+    assert_eq!(out.code, 0, "pull --plain-http --creds: {}", out.stderr);
+}
+
 #[test]
 fn plain_http_against_a_tls_registry_says_to_drop_the_flag() {
     let reg = TestRegistry::start(RegistryOpts::plain().with_tls());

@@ -162,8 +162,10 @@ impl RegistryClient {
             )
         })?;
         let fallback = super::insecure::Fallback::new(host, options, &settings.schemes);
-        let plain_origin = fallback
-            .allowed()
+        // `http://host` is the registry too when this session may speak plain HTTP to it:
+        // by fallback (insecure, local or private hosts) or from the first request
+        // (`--plain-http`, where it is the only origin spoken to).
+        let plain_origin = (fallback.allowed() || options.plain_http)
             .then(|| reqwest::Url::parse(&format!("http://{host}")).ok())
             .flatten()
             .map(|u| Origin::of(&u));
