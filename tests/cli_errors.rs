@@ -110,10 +110,11 @@ async fn errors_name_the_flags_of_the_cli() {
 
 /// The drop-in mode takes only Flux objects labelled for ocisource: a selector that an
 /// unlabelled object also matches (empty, or only negative requirements) would make
-/// ocisource and Flux's source-controller both reconcile it. Refused before the
+/// ocisource and Flux's source-controller both reconcile it; and the multi-tenancy
+/// lockdown without its feature gate is refused as Flux refuses it. Both before the
 /// controller connects to anything (no kubeconfig is needed to see the refusal).
 #[test]
-fn a_drop_in_selector_that_takes_unlabelled_objects_is_refused_at_start() {
+fn flags_that_would_mix_tenants_are_refused_at_start() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("none");
     let controller = |flag: &str| {
@@ -133,6 +134,10 @@ fn a_drop_in_selector_that_takes_unlabelled_objects_is_refused_at_start() {
         ),
         ("--flux-drop-in-selector=a=b,,c", "an empty requirement"),
         ("--watch-label-selector=a in (b", "unbalanced parentheses"),
+        (
+            "--default-service-account=tenant",
+            "ObjectLevelWorkloadIdentity",
+        ),
     ] {
         let out = controller(flag);
         let name = flag.split('=').next().unwrap();

@@ -91,12 +91,14 @@ async fn terminated() {
     }
 }
 
-/// Refuses, before anything starts, a malformed `--watch-label-selector` and a
-/// `--flux-drop-in-selector` that could match an object without the label (empty, or
-/// only `!key` / `key!=v` / `notin`): that would take Flux objects which Flux's
+/// Refuses, before anything starts: `--default-service-account` without its feature gate
+/// (as Flux's source-controller does at start), a malformed `--watch-label-selector`,
+/// and a `--flux-drop-in-selector` that could match an object without the label (empty,
+/// or only `!key` / `key!=v` / `notin`): that would take Flux objects which Flux's
 /// source-controller also reconciles, and the two would fight over their status.
-fn check_selectors(args: &ControllerArgs) -> Result<(), AppError> {
+fn check_flags(args: &ControllerArgs) -> Result<(), AppError> {
     use crate::domain::label_selector;
+    args.lockdown_service_account().map_err(AppError::Input)?;
     if let Some(s) = &args.watch_label_selector {
         label_selector::parse(s)
             .map_err(|e| AppError::Input(format!("--watch-label-selector: {e}")))?;
@@ -136,7 +138,7 @@ fn raise_open_files_limit() -> Option<u64> {
 
 /// Runs the controller until SIGTERM/SIGINT.
 pub async fn run(args: ControllerArgs) -> Result<(), AppError> {
-    check_selectors(&args)?;
+    check_flags(&args)?;
     let open_files = raise_open_files_limit();
     tracing::debug!(limit = ?open_files, "open files limit");
     let client = Client::try_default()
