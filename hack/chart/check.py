@@ -57,6 +57,9 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "object-identity": {"controller": {"objectLevelWorkloadIdentity": True}},
     "object-identity-cluster-wide": {"controller": {"objectLevelWorkloadIdentity": True},
                                      "watchAllNamespaces": True},
+    "tenant-lockdown": {"controller": {"objectLevelWorkloadIdentity": True,
+                                       "defaultServiceAccount": "flux-tenant"},
+                        "watchAllNamespaces": True},
     "flux-drop-in": {"controller": {"fluxDropInSelector": "sharding.fluxcd.io/key=ocisource"}},
     "flux-drop-in-cluster-wide": {"controller": {"fluxDropInSelector": "sharding.fluxcd.io/key=ocisource",
                                                  "objectLevelWorkloadIdentity": True},
@@ -283,6 +286,10 @@ def main() -> int:
         report.check(f"{name}: --flux-drop-in-selector follows controller.fluxDropInSelector",
                      args.get("--flux-drop-in-selector", "") == drop_in,
                      f"got {args.get('--flux-drop-in-selector')!r}")
+        lockdown = values["controller"].get("defaultServiceAccount") or ""
+        report.check(f"{name}: --default-service-account follows controller.defaultServiceAccount",
+                     args.get("--default-service-account", "") == lockdown,
+                     f"got {args.get('--default-service-account')!r}")
         report.check(f"{name}: --feature-gates follows controller.objectLevelWorkloadIdentity",
                      (args.get("--feature-gates") == f"{OBJECT_IDENTITY_GATE}=true") == gate_on,
                      f"got {args.get('--feature-gates')!r}")
