@@ -31,7 +31,7 @@ use axum::Router;
 #[cfg(feature = "fuzzing")]
 pub use files::artifact_reply;
 pub use files::{serve_artifacts, MAX_HEAD};
-pub use listen::{serve, Limits, ARTIFACT_CONNECTIONS, METRICS_CONNECTIONS};
+pub use listen::{serve, ConnectionLimits, ARTIFACT_CONNECTIONS, METRICS_CONNECTIONS};
 pub use metrics::Metrics;
 
 /// The probes only: `/healthz`, and `/readyz` (200 once `ready` is true).

@@ -19,7 +19,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ocisource::server::{serve_artifacts, Limits};
+use ocisource::server::{serve_artifacts, ConnectionLimits};
 use support::oneshot::{self, Rng};
 use support::{sha256, tar_gz, RegistryOpts, TestRegistry};
 
@@ -115,7 +115,7 @@ async fn sigkill_at_random_points_never_loses_or_corrupts_the_published_artifact
     tokio::spawn(serve_artifacts(
         listener,
         storage.clone(),
-        Limits::default(),
+        ConnectionLimits::default(),
         std::future::pending(),
     ));
     served(addr, &good, "first run").await;

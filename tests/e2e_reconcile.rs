@@ -315,7 +315,7 @@ async fn consumer_fetches_the_artifact_url_from_the_server() {
     tokio::spawn(ocisource::server::serve_artifacts(
         listener,
         storage.clone(),
-        ocisource::server::Limits::default(),
+        ocisource::server::ConnectionLimits::default(),
         std::future::pending(),
     ));
 

@@ -18,7 +18,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::Router;
 use http::{Method, Request, StatusCode};
-use ocisource::server::{router, serve_artifacts, Limits, Metrics};
+use ocisource::server::{router, serve_artifacts, ConnectionLimits, Metrics};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tower::ServiceExt;
 
@@ -73,7 +73,7 @@ async fn fixture() -> Fixture {
     tokio::spawn(serve_artifacts(
         listener,
         root,
-        Limits::default(),
+        ConnectionLimits::default(),
         std::future::pending(),
     ));
     Fixture {

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ocisource::server::{
-    router, serve, serve_artifacts, Limits, Metrics, ARTIFACT_CONNECTIONS, MAX_HEAD,
+    router, serve, serve_artifacts, ConnectionLimits, Metrics, ARTIFACT_CONNECTIONS, MAX_HEAD,
 };
 use rstest::rstest;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -62,11 +62,11 @@ struct Server {
 }
 
 impl Server {
-    async fn start(limits: Limits) -> Self {
+    async fn start(limits: ConnectionLimits) -> Self {
         Self::start_as(Listener::Artifacts, limits).await
     }
 
-    async fn start_as(kind: Listener, limits: Limits) -> Self {
+    async fn start_as(kind: Listener, limits: ConnectionLimits) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let big = dir.path().join(BIG);
         std::fs::create_dir_all(big.parent().unwrap()).unwrap();
@@ -117,13 +117,13 @@ fn mkfifo(path: &Path) {
     assert!(status.success());
 }
 
-fn limits(header: u64, idle: u64, max: usize) -> Limits {
-    Limits {
+fn limits(header: u64, idle: u64, max: usize) -> ConnectionLimits {
+    ConnectionLimits {
         header_read_timeout: Duration::from_secs(header),
         idle_timeout: Duration::from_secs(idle),
         max_connections: max,
         grace_period: Duration::from_secs(1),
-        ..Limits::default()
+        ..ConnectionLimits::default()
     }
 }
 
@@ -343,10 +343,10 @@ fn keep_alive_clients(addr: SocketAddr, count: usize) -> tokio::task::JoinSet<()
 // Past a small cap by a few.
 #[case(limits(10, 60, 32), 40)]
 // The case: 260 clients against the artifact listener's own limits.
-#[case(Limits::artifacts(), 260)]
+#[case(ConnectionLimits::artifacts(), 260)]
 #[tokio::test]
 async fn a_new_client_is_answered_within_a_second_while_keep_alive_clients_hold_the_slots(
-    #[case] limits: Limits,
+    #[case] limits: ConnectionLimits,
     #[case] clients: usize,
 ) {
     let server = Server::start(limits).await;
@@ -367,7 +367,7 @@ async fn a_new_client_is_answered_within_a_second_while_keep_alive_clients_hold_
 
 #[tokio::test]
 async fn a_peer_past_its_share_is_refused_while_another_peer_is_served() {
-    let server = Server::start(Limits {
+    let server = Server::start(ConnectionLimits {
         max_per_peer: 2,
         ..limits(30, 30, 16)
     })
@@ -417,7 +417,7 @@ async fn a_peer_past_its_share_is_refused_while_another_peer_is_served() {
 
 #[tokio::test]
 async fn a_connection_is_closed_after_its_request_budget() {
-    let server = Server::start(Limits {
+    let server = Server::start(ConnectionLimits {
         max_requests: 3,
         ..limits(30, 30, 16)
     })
@@ -439,7 +439,7 @@ async fn a_connection_is_closed_after_its_request_budget() {
 
 #[tokio::test]
 async fn a_connection_past_its_age_is_closed_between_requests() {
-    let server = Server::start(Limits {
+    let server = Server::start(ConnectionLimits {
         max_age: Duration::from_secs(1),
         ..limits(30, 30, 16)
     })
@@ -466,14 +466,14 @@ async fn a_connection_past_its_age_is_closed_between_requests() {
 
 #[test]
 fn the_artifact_listener_takes_more_connections_than_one_peer_may_hold() {
-    let limits = Limits::artifacts();
+    let limits = ConnectionLimits::artifacts();
     assert_eq!(limits.max_connections, ARTIFACT_CONNECTIONS);
     assert!(limits.max_per_peer >= 64 && limits.max_per_peer * 4 <= limits.max_connections);
 }
 
 #[tokio::test]
 async fn a_fifo_in_the_store_is_not_found_and_does_not_hang() {
-    let server = Server::start(Limits::default()).await;
+    let server = Server::start(ConnectionLimits::default()).await;
     let fifo = server._dir.path().join("ocirepository/ns/app/fifo.tar.gz");
     let asked = get(server.addr, "/ocirepository/ns/app/fifo.tar.gz");
     let Ok(answer) = tokio::time::timeout(GUARD / 2, asked).await else {

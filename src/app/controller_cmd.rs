@@ -23,7 +23,7 @@ use crate::controller::service_account_tokens::KubeServiceAccountTokens;
 use crate::controller::{self, startup, KubeContext, WatchScope};
 use crate::reconcile::{Context, Settings};
 use crate::registry::HttpConnector;
-use crate::server::{self, Limits, Metrics};
+use crate::server::{self, ConnectionLimits, Metrics};
 use crate::storage::Storage;
 use crate::verify::CosignVerifier;
 
@@ -34,15 +34,15 @@ enum Routes {
     /// Stored artifacts, from this storage root (`server::serve_artifacts`).
     Artifacts(std::path::PathBuf),
     /// An axum router (metrics, probes), with the listener's limits.
-    Router(axum::Router, Limits),
+    Router(axum::Router, ConnectionLimits),
 }
 
 /// The listener's limits: `/metrics` renders a page per object count and holds it for
-/// slow readers, so its listener takes fewer connections ([`Limits::metrics`]).
-fn limits_of(what: &str) -> Limits {
+/// slow readers, so its listener takes fewer connections ([`ConnectionLimits::metrics`]).
+fn limits_of(what: &str) -> ConnectionLimits {
     match what {
-        "metrics" => Limits::metrics(),
-        _ => Limits::default(),
+        "metrics" => ConnectionLimits::metrics(),
+        _ => ConnectionLimits::default(),
     }
 }
 
@@ -62,7 +62,8 @@ async fn serve(
         };
         match routes {
             Routes::Artifacts(root) => {
-                server::serve_artifacts(listener, root, Limits::artifacts(), stopped).await;
+                server::serve_artifacts(listener, root, ConnectionLimits::artifacts(), stopped)
+                    .await;
             }
             Routes::Router(router, limits) => {
                 server::serve(listener, router, limits, stopped).await;
@@ -373,8 +374,8 @@ mod tests {
             limits_of("metrics").max_connections,
             server::METRICS_CONNECTIONS
         );
-        assert_eq!(limits_of("health"), Limits::default());
-        assert_eq!(limits_of("artifact"), Limits::default());
+        assert_eq!(limits_of("health"), ConnectionLimits::default());
+        assert_eq!(limits_of("artifact"), ConnectionLimits::default());
     }
 
     /// A soft limit below the hard one (a container runtime's 1,024) is raised to it.

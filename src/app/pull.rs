@@ -20,7 +20,7 @@ use crate::ports::{Registry, RegistryConnector};
 use crate::registry::HttpConnector;
 use crate::storage::Storage;
 
-use super::progress::{Counting, Progress};
+use super::progress::{Counting, TransferProgress};
 use super::{reference, registry_args, verify_cmd, AppError};
 
 /// What `pull` prints.
@@ -108,7 +108,7 @@ pub async fn run(args: PullArgs) -> Result<(), AppError> {
         Ok(crate::domain::layers::Selection::Extract(l)) => l.len(),
         _ => 1,
     };
-    let progress = Arc::new(Progress::stderr("pull", args.quiet));
+    let progress = Arc::new(TransferProgress::stderr("pull", args.quiet));
     let counted = Counting::wrap(registry.clone(), progress.clone());
     let storage = Storage::new(dir).without_fsync();
     let stored = pipeline::store_layers(

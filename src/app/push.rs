@@ -25,7 +25,7 @@ use crate::domain::manifest::{Descriptor, ImageManifest, FLUX_CONFIG, FLUX_CONTE
 use crate::registry::push::UploadProgress;
 use crate::registry::HttpConnector;
 
-use super::progress::Progress;
+use super::progress::TransferProgress;
 use super::push_source::{self, Source};
 use super::{reference, registry_args, sign_cmd, AppError};
 
@@ -182,7 +182,7 @@ pub async fn run(args: PushArgs) -> Result<(), AppError> {
         |e: crate::ports::RegistryError| AppError::Failed(format!("failed to push to {url}: {e}"));
     let config = Bytes::from_static(b"{}");
     let config_digest = client.push_blob(config.clone()).await.map_err(failed)?;
-    let progress = Progress::stderr("push", args.quiet);
+    let progress = TransferProgress::stderr("push", args.quiet);
     let layer = Arc::new(progress.layer(&layer_digest, layer_size));
     let observer = layer.clone();
     let observe: UploadProgress = Arc::new(move |pos| observer.set(pos));

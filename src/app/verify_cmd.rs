@@ -16,7 +16,7 @@ use crate::domain::verification::{IdentityMatch, TrustedKey, VerifyPolicy};
 use crate::pipeline;
 use crate::ports::{Registry, RegistryConnector};
 use crate::registry::HttpConnector;
-use crate::verify::{CosignVerifier, Verified, VerifyError};
+use crate::verify::{CosignVerifier, VerifiedSignature, VerifyError};
 
 use super::{reference, registry_args, AppError};
 
@@ -84,7 +84,7 @@ pub async fn verify(
     url: &RepositoryUrl,
     digest: &Digest,
     policy: &VerifyPolicy,
-) -> Result<Verified, AppError> {
+) -> Result<VerifiedSignature, AppError> {
     let verifier = CosignVerifier::new().map_err(|e| AppError::Failed(chain(&e)))?;
     match verifier
         .verify(registry, &url.to_string(), digest, policy)
@@ -99,7 +99,7 @@ pub async fn verify(
 }
 
 /// One line for people: what was verified, how, and by which key or identity.
-pub fn describe(url: &RepositoryUrl, digest: &Digest, v: &Verified) -> String {
+pub fn describe(url: &RepositoryUrl, digest: &Digest, v: &VerifiedSignature) -> String {
     format!(
         "verified signature of {url}@{digest} ({}, {})",
         v.method, v.identity
@@ -124,7 +124,7 @@ struct Payload {
 
 /// The verified signature as cosign prints it. `optional` holds `Subject` and `Issuer`
 /// (cosign's names) for keyless signatures, `Key` for key signatures, and `Method`.
-fn cosign_output(url: &RepositoryUrl, digest: &Digest, v: &Verified) -> Vec<Payload> {
+fn cosign_output(url: &RepositoryUrl, digest: &Digest, v: &VerifiedSignature) -> Vec<Payload> {
     let mut optional = BTreeMap::from([("Method", v.method.to_string())]);
     // Keyless identities read `<SAN> (issuer <issuer>)` (see verify/trust.rs).
     match v

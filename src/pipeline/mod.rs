@@ -11,4 +11,4 @@ mod resolve;
 
 pub use error::{PipelineError, PipelineErrorKind};
 pub use fetch::{fetch_manifest, store_layers, StoreRequest};
-pub use resolve::{resolve, Resolved};
+pub use resolve::{resolve, PinnedRef};

@@ -9,9 +9,10 @@ use crate::ports::Registry;
 
 use super::PipelineError;
 
-/// A resolved ref.
+/// A ref pinned to the manifest (or index) digest it points at now, with the tag it
+/// was found under and the Flux revision naming both.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Resolved {
+pub struct PinnedRef {
     /// The manifest (or index) digest the ref points at.
     pub digest: Digest,
     /// The tag it was found under (tag and semver refs).
@@ -20,15 +21,15 @@ pub struct Resolved {
     pub revision: String,
 }
 
-/// Resolves `reference` in `url` to a digest.
+/// Resolves `reference` in `url` to the digest it points at now.
 pub async fn resolve(
     registry: &dyn Registry,
     url: &RepositoryUrl,
     reference: &RefSpec,
-) -> Result<Resolved, PipelineError> {
+) -> Result<PinnedRef, PipelineError> {
     let tag = match reference {
         RefSpec::Digest(d) => {
-            return Ok(Resolved {
+            return Ok(PinnedRef {
                 digest: d.clone(),
                 tag: None,
                 revision: revision(None, d),
@@ -77,7 +78,7 @@ pub async fn resolve(
             reference: tag.clone(),
             source,
         })?;
-    Ok(Resolved {
+    Ok(PinnedRef {
         revision: revision(Some(&tag), &digest),
         digest,
         tag: Some(tag),

@@ -35,4 +35,4 @@ pub use registry::{
 };
 pub use secrets::{SecretData, Secrets, SecretsError};
 pub use store::{ArtifactStore, PendingWrite, StoreError, StoredFile};
-pub use verify::{SignatureVerifier, Verified, VerifyFailure, VerifyFailureKind};
+pub use verify::{SignatureVerifier, VerifiedSignature, VerifyFailure, VerifyFailureKind};

@@ -1,5 +1,5 @@
 //! The signature verification port: [`SignatureVerifier`], what a passed check returns
-//! ([`Verified`]) and how a failed one is reported ([`VerifyFailure`], classified by
+//! ([`VerifiedSignature`]) and how a failed one is reported ([`VerifyFailure`], classified by
 //! [`VerifyFailureKind`] so the reconciler can tell a spec to fix from a failure to
 //! retry without knowing the adapter's error type). The `verify` adapter (cosign)
 //! implements it. Names no adapter; imports only `domain`.
@@ -14,9 +14,9 @@ use crate::domain::verification::VerifyPolicy;
 
 use super::registry::Registry;
 
-/// A successful verification: how, and by whom.
+/// A signature that passed every check of the policy: how it was checked, and whose it is.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Verified {
+pub struct VerifiedSignature {
     /// `cosign v2 key`, `cosign v2 keyless`, `cosign v3 key` or `cosign v3 keyless`.
     pub method: &'static str,
     /// Key entry and fingerprint (key mode), or certificate SAN and issuer (keyless).
@@ -92,7 +92,7 @@ pub trait SignatureVerifier: Send + Sync {
         image: &str,
         digest: &Digest,
         policy: &VerifyPolicy,
-    ) -> Result<Verified, VerifyFailure>;
+    ) -> Result<VerifiedSignature, VerifyFailure>;
 }
 
 #[cfg(test)]

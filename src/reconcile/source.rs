@@ -14,7 +14,7 @@ use crate::domain::desired::Desired;
 use crate::domain::reference::RepositoryUrl;
 use crate::domain::status::Verification;
 use crate::domain::verification::VerifyPolicy;
-use crate::pipeline::{self, Resolved as Target};
+use crate::pipeline::{self, PinnedRef as Target};
 use crate::ports::Registry;
 
 use super::cloud;

@@ -42,7 +42,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::artifact::{self, Answer, Conditions, Root, StoredFile, Wanted};
-use super::listen::{self, Limits, Slot};
+use super::listen::{self, ConnectionLimits, Slot};
 
 /// Largest request head accepted (a 431 past it); artifact requests are a few hundred
 /// bytes, and nginx's default is 8 KiB per header line.
@@ -63,7 +63,7 @@ const SENDFILE_CHUNK: u64 = 1 << 20;
 pub async fn serve_artifacts(
     listener: TcpListener,
     storage_root: PathBuf,
-    limits: Limits,
+    limits: ConnectionLimits,
     shutdown: impl Future<Output = ()>,
 ) {
     let root = Arc::new(Root::new(storage_root));
@@ -111,7 +111,7 @@ async fn connection(
     mut stream: TcpStream,
     slot: Slot,
     root: Arc<Root>,
-    limits: Limits,
+    limits: ConnectionLimits,
     mut stop: watch::Receiver<()>,
 ) {
     let mut buf: Vec<u8> = Vec::new();

@@ -39,7 +39,7 @@ use super::slots::Slots;
 
 /// Bounds on the server's connections.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
+pub struct ConnectionLimits {
     /// Time a client has to send a request's headers; also how long a kept-alive
     /// connection may wait for its next request.
     pub header_read_timeout: Duration,
@@ -60,7 +60,7 @@ pub struct Limits {
     pub grace_period: Duration,
 }
 
-impl Default for Limits {
+impl Default for ConnectionLimits {
     /// 10 s for headers, 60 s idle, 256 connections and no share per peer, 1,000
     /// requests or one hour per connection (nginx's defaults), 5 s grace (the chart gives
     /// the pod 10 s to stop). The probe listener's: its client, the kubelet, is one peer
@@ -79,8 +79,8 @@ impl Default for Limits {
     }
 }
 
-impl Limits {
-    /// The metrics listener's: [`Limits::default`] with at most
+impl ConnectionLimits {
+    /// The metrics listener's: [`ConnectionLimits::default`] with at most
     /// [`METRICS_CONNECTIONS`] connections. Its page is rendered whole per request (one
     /// line per object per gauge, ~4 MiB at 10,000 objects) and held until the client
     /// has read it, so 256 slow readers could hold a GiB; a scraper needs one connection.
@@ -94,7 +94,7 @@ impl Limits {
         }
     }
 
-    /// The artifact listener's: [`Limits::default`] with [`ARTIFACT_CONNECTIONS`]
+    /// The artifact listener's: [`ConnectionLimits::default`] with [`ARTIFACT_CONNECTIONS`]
     /// connections, a quarter of them per peer address. A connection costs at most 34 KiB
     /// (a 16 KiB request head buffer and a reply head carrying at most 16 KiB of small
     /// body; larger bodies go by `sendfile`), so 1,024 cost at most 34 MiB, the serving
@@ -114,7 +114,7 @@ impl Limits {
 
 /// Connections the metrics listener serves at once.
 pub const METRICS_CONNECTIONS: usize = 8;
-/// Connections the artifact listener serves at once ([`Limits::artifacts`]).
+/// Connections the artifact listener serves at once ([`ConnectionLimits::artifacts`]).
 pub const ARTIFACT_CONNECTIONS: usize = 1024;
 
 /// Largest request head kept in memory per connection (hyper's floor is 8 KiB; artifact
@@ -141,7 +141,7 @@ too many connections from this address; retry later";
 pub async fn serve(
     listener: TcpListener,
     router: Router,
-    limits: Limits,
+    limits: ConnectionLimits,
     shutdown: impl Future<Output = ()>,
 ) {
     accept_loop(listener, limits, shutdown, move |stream, slot, stop| {
@@ -158,7 +158,7 @@ pub async fn serve(
 /// drops the rest.
 pub(super) async fn accept_loop<F, C>(
     listener: TcpListener,
-    limits: Limits,
+    limits: ConnectionLimits,
     shutdown: impl Future<Output = ()>,
     mut serve_one: F,
 ) where
@@ -260,7 +260,7 @@ async fn connection(
     stream: TcpStream,
     _slot: Slot,
     router: Router,
-    limits: Limits,
+    limits: ConnectionLimits,
     mut stop: watch::Receiver<()>,
 ) {
     let activity = Arc::new(Activity::new());

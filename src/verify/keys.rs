@@ -55,7 +55,7 @@ impl ParsedKey {
         )
     }
 
-    /// `<entry> (<fingerprint>)`, for `Verified::identity` and messages.
+    /// `<entry> (<fingerprint>)`, for `VerifiedSignature::identity` and messages.
     pub fn describe(&self) -> String {
         format!("{} ({})", self.name, self.fingerprint())
     }

@@ -29,7 +29,7 @@ pub use keys::{KeyError, ParsedKey};
 
 use crate::domain::digest::Digest;
 use crate::domain::verification::{IdentityMatch, PolicyError, VerifyPolicy};
-pub use crate::ports::Verified;
+pub use crate::ports::VerifiedSignature;
 use crate::ports::{Registry, RegistryError, VerifyFailure, VerifyFailureKind};
 use discover::Candidate;
 use trust::Trust;
@@ -205,7 +205,7 @@ impl CosignVerifier {
         image_ref_for_messages: &str,
         digest: &Digest,
         policy: &VerifyPolicy,
-    ) -> Result<Verified, VerifyError> {
+    ) -> Result<VerifiedSignature, VerifyError> {
         let mode = self.prepare(policy)?;
         let registry_error = |error| VerifyError::Registry {
             image: image_ref_for_messages.to_string(),
@@ -257,7 +257,7 @@ impl CosignVerifier {
         layer: &SignatureLayer,
         digest: &Digest,
         policy: &VerifyPolicy,
-    ) -> Result<Verified, VerifyError> {
+    ) -> Result<VerifiedSignature, VerifyError> {
         let mode = self.prepare(policy)?;
         let candidate = Candidate::V2 {
             layer: layer.clone(),
@@ -276,7 +276,7 @@ impl CosignVerifier {
         bundle_json: &[u8],
         subject: BundleSubject<'_>,
         policy: &VerifyPolicy,
-    ) -> Result<Verified, VerifyError> {
+    ) -> Result<VerifiedSignature, VerifyError> {
         let mode = self.prepare(policy)?;
         let source = "bundle";
         let (method, result) = match &mode {
@@ -294,7 +294,7 @@ impl CosignVerifier {
             BundleSubject::Blob(b) => Digest::of(b),
         };
         result
-            .map(|identity| Verified { method, identity })
+            .map(|identity| VerifiedSignature { method, identity })
             .map_err(|r| VerifyError::Invalid {
                 image: String::new(),
                 digest,
@@ -303,18 +303,24 @@ impl CosignVerifier {
     }
 }
 
-fn check(mode: &Mode, candidate: &Candidate, digest: &Digest) -> Result<Verified, Rejection> {
+fn check(
+    mode: &Mode,
+    candidate: &Candidate,
+    digest: &Digest,
+) -> Result<VerifiedSignature, Rejection> {
     match (mode, candidate) {
         (_, Candidate::Unusable(rejection)) => Err(rejection.clone()),
         (Mode::Keys { keys, .. }, Candidate::V2 { layer, source }) => {
-            cosign_v2::verify_with_keys(layer, digest, keys, source).map(|identity| Verified {
-                method: "cosign v2 key",
-                identity,
+            cosign_v2::verify_with_keys(layer, digest, keys, source).map(|identity| {
+                VerifiedSignature {
+                    method: "cosign v2 key",
+                    identity,
+                }
             })
         }
         (Mode::Keyless { identities, trust }, Candidate::V2 { layer, source }) => {
             cosign_v2::verify_keyless(layer, digest, trust, identities, source).map(|identity| {
-                Verified {
+                VerifiedSignature {
                     method: "cosign v2 keyless",
                     identity,
                 }
@@ -322,7 +328,7 @@ fn check(mode: &Mode, candidate: &Candidate, digest: &Digest) -> Result<Verified
         }
         (Mode::Keys { keys, trust }, Candidate::V3 { bundle, source }) => {
             cosign_v3::verify_with_keys(bundle, BundleSubject::Digest(digest), trust, keys, source)
-                .map(|identity| Verified {
+                .map(|identity| VerifiedSignature {
                     method: "cosign v3 key",
                     identity,
                 })
@@ -335,7 +341,7 @@ fn check(mode: &Mode, candidate: &Candidate, digest: &Digest) -> Result<Verified
                 identities,
                 source,
             )
-            .map(|identity| Verified {
+            .map(|identity| VerifiedSignature {
                 method: "cosign v3 keyless",
                 identity,
             })
@@ -351,7 +357,7 @@ impl crate::ports::SignatureVerifier for CosignVerifier {
         image: &str,
         digest: &Digest,
         policy: &VerifyPolicy,
-    ) -> Result<Verified, VerifyFailure> {
+    ) -> Result<VerifiedSignature, VerifyFailure> {
         CosignVerifier::verify(self, registry, image, digest, policy)
             .await
             .map_err(|e| VerifyFailure::new(e.kind(), e))

@@ -41,14 +41,14 @@ enum Sink {
     Plain(Arc<Plain>),
 }
 
-/// Progress of one command (`pull` or `push`); hands out a [`Layer`] per transfer and
+/// The transfer progress of one command (`pull` or `push`) on stderr; hands out a [`Layer`] per transfer and
 /// stops its plain-line ticker when dropped.
-pub struct Progress {
+pub struct TransferProgress {
     sink: Sink,
     ticker: Option<tokio::task::JoinHandle<()>>,
 }
 
-impl Drop for Progress {
+impl Drop for TransferProgress {
     fn drop(&mut self) {
         if let Some(t) = self.ticker.take() {
             t.abort();
@@ -61,7 +61,7 @@ fn stderr_line(line: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
-impl Progress {
+impl TransferProgress {
     /// Bars when stderr is a terminal, plain lines otherwise, nothing when `quiet`. Plain
     /// lines need a tokio runtime (their ticker is a task).
     pub fn stderr(verb: &'static str, quiet: bool) -> Self {
@@ -237,15 +237,15 @@ impl Drop for Layer {
     }
 }
 
-/// Reports the bytes of every blob streamed through it to a [`Progress`].
+/// Reports the bytes of every blob streamed through it to a [`TransferProgress`].
 pub struct Counting {
     inner: Arc<dyn Registry>,
-    progress: Arc<Progress>,
+    progress: Arc<TransferProgress>,
 }
 
 impl Counting {
     /// Wraps `inner`.
-    pub fn wrap(inner: Arc<dyn Registry>, progress: Arc<Progress>) -> Arc<dyn Registry> {
+    pub fn wrap(inner: Arc<dyn Registry>, progress: Arc<TransferProgress>) -> Arc<dyn Registry> {
         Arc::new(Self { inner, progress })
     }
 }
@@ -311,12 +311,12 @@ mod tests {
         let clock = Arc::new(FakeClock(Mutex::new(Duration::from_secs(100))));
         let lines = Arc::new(Mutex::new(Vec::<String>::new()));
         let sink = lines.clone();
-        let plain = Progress::plain(
+        let plain = TransferProgress::plain(
             "push",
             clock.clone(),
             Box::new(move |l| sink.lock().unwrap().push(l.to_string())),
         );
-        let progress = Progress {
+        let progress = TransferProgress {
             sink: Sink::Plain(plain.clone()),
             ticker: None,
         };
@@ -349,12 +349,12 @@ mod tests {
         let lines = Arc::new(Mutex::new(Vec::<String>::new()));
         let sink = lines.clone();
         let clock = Arc::new(FakeClock(Mutex::new(Duration::ZERO)));
-        let plain = Progress::plain(
+        let plain = TransferProgress::plain(
             "push",
             clock,
             Box::new(move |l| sink.lock().unwrap().push(l.to_string())),
         );
-        let progress = Progress {
+        let progress = TransferProgress {
             sink: Sink::Plain(plain),
             ticker: None,
         };
