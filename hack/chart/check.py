@@ -308,6 +308,7 @@ def main() -> int:
         # The self-test exercises the assertions, not the chart: the chart's own grants will do.
         self_expected = grants(r for o in default_objs if o["kind"] in ("Role", "ClusterRole") for r in o["rules"])
     self_test(default_objs, default_values, self_expected, report)
+    guide.self_test(report)
     return report.summary()
 
 
