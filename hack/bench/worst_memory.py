@@ -1,5 +1,5 @@
 """The controller's peak memory with `--concurrent N` reconciles of the largest artifact
-the caps allow, all at once (README "Memory: the worst case").
+the caps allow, all at once (docs/performance.md, "Memory: the worst case").
 
 One worst-case artifact is pushed to a private docker-registry: a manifest padded with
 annotations to just under the 4 MiB manifest cap, and one zstd layer compressed with the

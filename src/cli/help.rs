@@ -1,6 +1,6 @@
 //! The examples printed after each command's `--help` (clap `after_help`), written as a
-//! flux, oras, cosign or kubectl user would type them. README's "The command line"
-//! section shows the same commands; keep the two in step.
+//! flux, oras, cosign or kubectl user would type them. docs/cli.md ("The command line")
+//! shows the same commands; keep the two in step.
 
 /// `ocisource --help`.
 pub const ROOT: &str = "\

@@ -1,7 +1,7 @@
 //! Caps on everything read from a registry, so a hostile or broken artifact cannot
 //! exhaust memory or disk. The archive caps (names, extension records, remembered paths,
-//! zstd window) are what keeps one merge's memory a constant: see README "Memory: the
-//! worst case" for how they add up.
+//! zstd window) are what keeps one merge's memory a constant: see docs/performance.md,
+//! "Memory: the worst case", for how they add up.
 
 use std::time::Duration;
 
@@ -55,7 +55,7 @@ pub const MAX_SOURCEIGNORE_BYTES: u64 = 8 << 10;
 /// Longest `spec.ignore` accepted, for the same reason (Flux has no cap; its CRD has no
 /// `maxLength` and neither has ours, so the object is accepted and its condition says
 /// why it is refused). 32 KiB holds a thousand realistic lines; at the worst measured
-/// cost it compiles to ~24 MiB (README "Memory: the worst case").
+/// cost it compiles to ~24 MiB (docs/performance.md, "Memory: the worst case").
 pub const MAX_SPEC_IGNORE_BYTES: usize = 32 << 10;
 
 impl Default for Limits {

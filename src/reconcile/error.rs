@@ -112,9 +112,9 @@ impl ReconcileError {
     /// Flux's source-controller's message for this error, where ocisource words it
     /// differently and Flux's text is known (tests/cluster_drop_in_failures.rs compares
     /// the two controllers); `None` where [`chain`] is already Flux's text or Flux's
-    /// comes from go-containerregistry (see the README's drop-in section). `reference` is
-    /// the resolved reference as Flux prints it (`host/repo:tag`), `keys` says whether
-    /// `spec.verify` names public keys.
+    /// comes from go-containerregistry (see docs/differences-from-flux.md, drop-in
+    /// failure statuses). `reference` is the resolved reference as Flux prints it
+    /// (`host/repo:tag`), `keys` says whether `spec.verify` names public keys.
     pub fn flux_message(&self, url: &str, reference: Option<&str>, keys: bool) -> Option<String> {
         match self {
             Self::InvalidSpec(e) if e.reason() == reason::URL_INVALID => flux_url_problem(url)
