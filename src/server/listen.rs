@@ -98,7 +98,7 @@ impl ConnectionLimits {
     /// connections, a quarter of them per peer address. A connection costs at most 34 KiB
     /// (a 16 KiB request head buffer and a reply head carrying at most 16 KiB of small
     /// body; larger bodies go by `sendfile`), so 1,024 cost at most 34 MiB, the serving
-    /// term of the README's memory bound. A quarter (256) is far more than
+    /// term of the memory bound (docs/performance.md). A quarter (256) is far more than
     /// one consumer pod needs (a Flux controller fetches at most `--concurrent`
     /// artifacts at once, and Go keeps few idle connections per host) and still leaves
     /// room behind a NAT or an ingress that shows many clients as one address, while no
