@@ -121,21 +121,11 @@ async fn ready_from_real_registry_with_external_artifact() {
     );
 
     // The NewArtifact event, written by the controller's own identity into events.k8s.io.
-    let events: serde_json::Value = serde_json::from_str(&s.cluster.kubectl_ok(&[
-        "get",
-        "events.events.k8s.io",
-        "-n",
-        ns,
-        "-o",
-        "json",
-    ]))
-    .unwrap();
-    let new_artifact = events["items"]
-        .as_array()
-        .unwrap()
+    let events = s.cluster.events(ns);
+    let new_artifact = events
         .iter()
         .find(|e| e["reason"] == "NewArtifact" && e["regarding"]["name"] == "app")
-        .unwrap_or_else(|| panic!("no NewArtifact event: {events:#}"));
+        .unwrap_or_else(|| panic!("no NewArtifact event: {events:#?}"));
     assert_eq!(new_artifact["type"], "Normal");
     assert_eq!(new_artifact["regarding"]["uid"], obj["metadata"]["uid"]);
     assert!(new_artifact["note"]

@@ -1,6 +1,9 @@
 //! Object lifecycle on the REAL API server (see `tests/support/cluster.rs`): deletion and
 //! garbage collection, suspend/resume and `reconcile.fluxcd.io/requestedAt` as in Flux,
-//! and two replicas with leader election behind one Service address.
+//! two replicas with leader election behind one Service address, and failures the
+//! status must still show against the server's limits: a registry's huge, hostile
+//! message ends in a bounded Ready=False and an Event, and a status write the server
+//! refuses is reported by an Event and a metric and retried.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -8,8 +11,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::cluster::{ready_now, Cluster, Controller, Env, Service};
-use support::{tar_gz, RegistryOpts, TestRegistry};
+use support::cluster::{condition, has_condition, ready_now, Cluster, Controller, Env, Service};
+use support::{sha256, tar_gz, RegistryOpts, TestRegistry};
 
 const FLUX_LAYER: &str = "application/vnd.cncf.flux.content.v1.tar+gzip";
 const OCIREPO: &str = "ocirepositories.ocisource.dev";
@@ -21,6 +24,13 @@ fn oci_repository(ns: &str, name: &str, url: &str, extra: &str) -> String {
         "apiVersion: ocisource.dev/v1beta1\nkind: OCIRepository\nmetadata:\n  name: {name}\n  namespace: {ns}\n\
          spec:\n  url: {url}\n  interval: 10m\n  insecure: true\n{extra}"
     )
+}
+
+/// Creates OCIRepository `name` in the test's namespace for tag v1 of `repo` in the
+/// test's registry.
+fn apply_v1(env: &Env, name: &str, repo: &str) {
+    let yaml = oci_repository(&env.ns.name, name, &env.url(repo), "  ref:\n    tag: v1\n");
+    env.cluster.apply(&yaml);
 }
 
 /// Deleting the OCIRepository removes its ExternalArtifact and, after GC, its file.
@@ -350,12 +360,7 @@ async fn registry_reconciles(env: &Env, ns: &str) {
             &[],
         )
         .await;
-    env.cluster.apply(&oci_repository(
-        ns,
-        "back",
-        &env.url("app/back"),
-        "  ref:\n    tag: v1\n",
-    ));
+    apply_v1(env, "back", "app/back");
     env.cluster.wait_for(
         OCIREPO,
         ns,
@@ -364,4 +369,137 @@ async fn registry_reconciles(env: &Env, ns: &str) {
         "Ready after leading again",
         ready_now,
     );
+}
+
+/// The Events about `name` with `reason`.
+fn events_of(cluster: &Cluster, ns: &str, name: &str, reason: &str) -> Vec<serde_json::Value> {
+    let events = cluster.events(ns).into_iter();
+    events
+        .filter(|e| e["regarding"]["name"] == name && e["reason"] == reason)
+        .collect()
+}
+
+/// A manifest of 12,000 layers, none of them tar, each of its own media type (one with
+/// a terminal escape in it): the layer error once listed them all, a 1.9 MB message the
+/// API server refused with the whole status (the CRD allows 32,768 characters), so the
+/// object never showed Ready=False. Now it does, with a short escaped message and an
+/// Event.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_manifest_of_12000_unselected_layers_ends_ready_false_with_a_bounded_message() {
+    let Some(env) = Env::start("huge-message", &json!({})) else {
+        return;
+    };
+    let (cluster, registry, ns) = (&env.cluster, &env.registry, &env.ns.name);
+    let (blob, config) = (b"not a tar".as_slice(), b"{}".as_slice());
+    registry.push_blob("app/many", blob).await;
+    registry.push_blob("app/many", config).await;
+    let layers: Vec<serde_json::Value> = (0..12_000)
+        .map(|i| {
+            let escape = if i == 0 { "\u{1b}[2J" } else { "" };
+            json!({
+                "mediaType": format!("application/vnd.example.unselected{escape}.layer.{i:05}+json"),
+                "digest": sha256(blob),
+                "size": blob.len(),
+            })
+        })
+        .collect();
+    let manifest = json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.cncf.flux.config.v1+json", "digest": sha256(config), "size": config.len()},
+        "layers": layers,
+    });
+    let body = serde_json::to_vec(&manifest).unwrap();
+    registry
+        .put_manifest(
+            "app/many",
+            "v1",
+            "application/vnd.oci.image.manifest.v1+json",
+            &body,
+        )
+        .await;
+    apply_v1(&env, "many", "app/many");
+
+    let obj = cluster.wait_for(OCIREPO, ns, "many", WAIT, "Ready=False", |o| {
+        has_condition(o, "Ready", "False")
+    });
+    let ready = condition(&obj, "Ready").unwrap();
+    let message = ready["message"].as_str().unwrap();
+    assert!(message.len() <= 4096, "{} bytes: {message}", message.len());
+    assert!(
+        message.contains("application/vnd.example.unselected\\x1b[2J.layer.00000+json")
+            && message.ends_with("and 11995 more media types (12000 layers)"),
+        "{message}"
+    );
+    assert!(!message.contains('\u{1b}'), "{message}");
+    let reason = ready["reason"].as_str().unwrap();
+    let warnings = events_of(cluster, ns, "many", reason);
+    let warning = warnings
+        .first()
+        .unwrap_or_else(|| panic!("no {reason} Event:\n{}", env.controller.log_text()));
+    assert_eq!(warning["type"], "Warning");
+    assert!(
+        warning["note"].as_str().unwrap().len() <= 1024,
+        "{warning:#}"
+    );
+}
+
+/// A status the API server refuses (a manifest annotation of 2 MB, which Flux copies
+/// into `status.artifact.metadata`, makes the object larger than the server stores):
+/// the object cannot show it, so a Warning Event `PatchOperationFailed` says so, the
+/// refusal is counted in `ocisource_status_write_failures_total`, and the write is tried
+/// again with backoff.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_status_write_is_reported_and_retried() {
+    let Some(env) = Env::start("refused-status", &json!({})) else {
+        return;
+    };
+    let (cluster, registry, ns) = (&env.cluster, &env.registry, &env.ns.name);
+    let huge = "x".repeat(2_000_000);
+    registry
+        .push_artifact(
+            "app/big",
+            "v1",
+            &[(FLUX_LAYER, tar_gz(&[("a", b"a")]))],
+            &[("org.example/huge", huge.as_str())],
+        )
+        .await;
+    apply_v1(&env, "big", "app/big");
+
+    let metrics = format!("http://{}/metrics", env.controller.metrics_addr);
+    let refusals = || {
+        let text = env.controller.fetch(&metrics).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix("ocisource_status_write_failures_total{group=\"ocisource.dev\"} ")
+            })
+            .map_or(0, |n| n.parse::<u64>().unwrap())
+    };
+    let deadline = Instant::now() + WAIT;
+    // Two refusals: the first, and the retry after the backoff.
+    while refusals() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "refused status writes not counted twice; log:\n{}",
+            env.controller.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let events = events_of(cluster, ns, "big", "PatchOperationFailed");
+    let event = events.first().unwrap_or_else(|| {
+        panic!(
+            "no PatchOperationFailed Event:\n{}",
+            env.controller.log_text()
+        )
+    });
+    assert_eq!(event["type"], "Warning");
+    let note = event["note"].as_str().unwrap();
+    assert!(
+        note.starts_with(&format!("failed to write the status of {ns}/big: "))
+            && note.len() <= 1024,
+        "{note}"
+    );
+    let obj = cluster.get(OCIREPO, ns, "big").unwrap();
+    assert!(!ready_now(&obj), "the refused status shows Ready: {obj:#}");
 }

@@ -182,6 +182,13 @@ impl Cluster {
         ]);
     }
 
+    /// The Events (events.k8s.io) in namespace `ns`.
+    pub fn events(&self, ns: &str) -> Vec<Value> {
+        let args = ["get", "events.events.k8s.io", "-n", ns, "-o", "json"];
+        let list: Value = serde_json::from_str(&self.kubectl_ok(&args)).unwrap();
+        list["items"].as_array().cloned().unwrap_or_default()
+    }
+
     /// Polls `resource ns/name` until `cond` holds (up to `timeout`); returns the object.
     /// On timeout, fails with the last object seen and `what`.
     pub fn wait_for(
