@@ -23,7 +23,7 @@ mod state;
 use crate::api::{OciRepository, OciRepositoryStatus};
 use crate::domain::names::{self, NameError, Rule};
 use crate::domain::secret::Redacted;
-use crate::ports::{SecretData, Secrets, SecretsError};
+use crate::ports::{ArtifactStore, SecretData, Secrets, SecretsError};
 use crate::reconcile::{self, Context, Report};
 use crate::storage::{Storage, StorageError};
 

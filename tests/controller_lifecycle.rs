@@ -23,6 +23,7 @@ use controller_fixtures::{
 use ocisource::api::OciRepository;
 use ocisource::controller::leader::{try_acquire, LeaseConfig};
 use ocisource::controller::startup::{check_storage, check_storage_kinds, StartupReport};
+use ocisource::ports::ArtifactStore;
 use ocisource::storage::Storage;
 use support::{sha256, tar_gz, RegistryOpts};
 

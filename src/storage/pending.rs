@@ -1,5 +1,5 @@
 //! An artifact being written: a locked temp file behind a buffer, hashed as bytes pass,
-//! renamed into place by [`PendingArtifact::commit`] and deleted when dropped before.
+//! renamed into place by [`PendingWrite::commit`] and deleted when dropped before.
 //! Write errors come back as I/O errors that carry a [`StorageError`] naming the target
 //! (see [`StorageError::recover`]), so a full disk is reported as a storage failure
 //! with its path even through the compressor that sits between merger and file.
@@ -9,9 +9,12 @@ use std::path::PathBuf;
 
 use crate::domain::digest::{Digest, Hasher};
 
+use crate::ports::PendingWrite;
+
 use super::{StorageError, StoredFile};
 
-/// An artifact being written; dropped without [`PendingArtifact::commit`], it is deleted.
+/// An artifact being written, as [`crate::ports::ArtifactStore::begin_write`] hands it
+/// out; dropped without [`PendingWrite::commit`], it is deleted.
 pub struct PendingArtifact {
     rel: String,
     target: PathBuf,
@@ -71,31 +74,33 @@ impl PendingArtifact {
             },
         )
     }
+}
 
-    /// Bytes written so far.
-    pub fn written(&self) -> u64 {
+impl PendingWrite for PendingArtifact {
+    fn written(&self) -> u64 {
         self.written
     }
 
     /// Syncs and renames the temp file into place, replacing any file of the same name.
-    pub fn commit(self) -> Result<StoredFile, StorageError> {
+    fn commit(self: Box<Self>) -> Result<StoredFile, StorageError> {
+        let this = *self;
         let werr = |source| StorageError::Write {
-            path: self.target.clone(),
+            path: this.target.clone(),
             source,
         };
-        let tmp = self.file.into_inner().map_err(|e| werr(e.into_error()))?;
-        if self.durable {
+        let tmp = this.file.into_inner().map_err(|e| werr(e.into_error()))?;
+        if this.durable {
             tmp.as_file().sync_all().map_err(werr)?;
         }
-        tmp.persist(&self.target).map_err(|e| werr(e.error))?;
-        if let (true, Some(dir)) = (self.durable, self.target.parent()) {
+        tmp.persist(&this.target).map_err(|e| werr(e.error))?;
+        if let (true, Some(dir)) = (this.durable, this.target.parent()) {
             super::sync_dir(dir);
         }
-        let digest = self.known.unwrap_or_else(|| self.hasher.finish());
+        let digest = this.known.unwrap_or_else(|| this.hasher.finish());
         Ok(StoredFile {
-            path: self.rel,
+            path: this.rel,
             digest,
-            size: self.written,
+            size: this.written,
         })
     }
 }
@@ -108,13 +113,14 @@ mod tests {
 
     use super::super::tests::store;
     use super::super::Storage;
+    use crate::ports::ArtifactStore;
 
     #[test]
     fn dropped_pending_artifact_leaves_the_old_file_and_no_temp() {
         let (_d, s) = store();
         let rel = Storage::artifact_path("ns", "app", "a.tar.gz").unwrap();
         s.write_file(&rel, b"v1").unwrap();
-        let mut p2 = s.create(&rel).unwrap();
+        let mut p2 = s.begin_write(&rel, None).unwrap();
         p2.write_all(b"partial v2").unwrap();
         drop(p2);
         assert_eq!(fs::read(s.resolve(&rel).unwrap()).unwrap(), b"v1");

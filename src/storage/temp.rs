@@ -122,6 +122,7 @@ mod tests {
     use super::super::tests::store;
     use super::super::Storage;
     use super::*;
+    use crate::ports::ArtifactStore;
 
     /// What a killed writer leaves: a temp file nobody holds.
     fn leave_stale(dir: &Path, name: &str) {
@@ -134,7 +135,7 @@ mod tests {
         let (d, s) = store();
         let rel = Storage::artifact_path("ns", "app", "a.tar.gz").unwrap();
         let dir = d.path().join("ocirepository/ns/app");
-        let mut live = s.create(&rel).unwrap();
+        let mut live = s.begin_write(&rel, None).unwrap();
         live.write_all(b"in progress").unwrap();
         leave_stale(&dir, ".tmp-killed");
         leave_stale(&dir, ".tmpXYZ");
@@ -167,7 +168,10 @@ mod tests {
         let dir = d.path().join("ocirepository/ns/app");
         leave_stale(&dir, ".tmp-killed");
         let mut p = s
-            .create(&Storage::artifact_path("ns", "app", "b.tar.gz").unwrap())
+            .begin_write(
+                &Storage::artifact_path("ns", "app", "b.tar.gz").unwrap(),
+                None,
+            )
             .unwrap();
         assert!(!dir.join(".tmp-killed").exists());
         p.write_all(b"b").unwrap();
