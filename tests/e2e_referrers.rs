@@ -28,6 +28,7 @@ use std::path::PathBuf;
 
 use ocisource::domain::digest::Digest;
 use ocisource::domain::verification::{TrustedKey, VerifyPolicy};
+use ocisource::ports::SignatureVerifier;
 use ocisource::ports::{Referrers, RegistryConnector, RegistryOptions};
 use ocisource::registry::HttpConnector;
 use ocisource::verify::CosignVerifier;

@@ -18,6 +18,7 @@ use cosign::{openssl, KeyPair};
 use ocisource::domain::digest::Digest;
 use ocisource::domain::manifest::OCI_MANIFEST;
 use ocisource::domain::verification::{TrustedKey, VerifyPolicy};
+use ocisource::ports::SignatureVerifier;
 use ocisource::verify::sign::{self, SigningKey};
 use ocisource::verify::{CosignVerifier, VerifyError, ANN_SIGNATURE};
 use verify_common::{vectors_dir, FakeRegistry};
@@ -107,7 +108,9 @@ async fn two_keys_one_matching_passes_and_wrong_key_fails() {
     let err = verifier
         .verify(&registry, "r/app", &image(), &VerifyPolicy::Keys(vec![a]))
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .downcast::<VerifyError>()
+        .unwrap();
     let VerifyError::Invalid { failures, .. } = &err else {
         panic!("expected Invalid, got {err}")
     };
@@ -135,7 +138,9 @@ async fn payload_for_another_digest_fails_even_when_signed() {
             &VerifyPolicy::Keys(vec![trusted(&pair)]),
         )
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .downcast::<VerifyError>()
+        .unwrap();
     let VerifyError::Invalid { failures, .. } = &err else {
         panic!("expected Invalid, got {err}")
     };
@@ -152,7 +157,9 @@ async fn unsigned_image_is_no_signature_naming_the_tags() {
         .unwrap()
         .verify(&registry, "r/app", &image(), &VerifyPolicy::Keys(vec![key]))
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .downcast::<VerifyError>()
+        .unwrap();
     assert!(matches!(err, VerifyError::NoSignature { .. }), "{err}");
     let msg = err.to_string();
     assert!(
@@ -240,7 +247,9 @@ async fn v3_bundle_found_through_fallback_tag() {
     let err = verifier
         .verify(&elsewhere, "app", &digest, &policy)
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .downcast::<VerifyError>()
+        .unwrap();
     let VerifyError::Invalid { failures, .. } = &err else {
         panic!("expected Invalid, got {err}")
     };

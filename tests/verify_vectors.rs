@@ -14,6 +14,7 @@ use std::path::Path;
 use base64::Engine as _;
 use ocisource::domain::digest::Digest;
 use ocisource::domain::verification::{IdentityMatch, TrustedKey, VerifyPolicy};
+use ocisource::ports::SignatureVerifier;
 use ocisource::verify::{
     BundleSubject, CosignVerifier, SignatureLayer, VerifyError, ANN_BUNDLE, ANN_CERTIFICATE,
     ANN_CHAIN, ANN_SIGNATURE,
@@ -116,6 +117,7 @@ async fn run_case(
                 .verify(&registry, "vector", &digest, &policy)
                 .await
                 .map(|v| format!("{} {}", v.method, v.identity))
+                .map_err(|f| f.downcast::<VerifyError>().unwrap())
         }
         "cosign-v3-bundle" => {
             let digest: Digest = case["image_digest"].as_str().unwrap().parse().unwrap();
@@ -126,6 +128,7 @@ async fn run_case(
                 .verify(&registry, "vector", &digest, &policy)
                 .await
                 .map(|v| format!("{} {}", v.method, v.identity))
+                .map_err(|f| f.downcast::<VerifyError>().unwrap())
         }
         "sigstore-bundle" => {
             let bundle = read(dir, case["bundle"].as_str().unwrap());
@@ -229,7 +232,9 @@ async fn forged_gha_signature_for_another_digest_fails() {
     let err = verifier
         .verify(&registry, "forged", &victim, &policy(&dir, &case))
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .downcast::<VerifyError>()
+        .unwrap();
     let VerifyError::Invalid { failures, .. } = &err else {
         panic!("expected Invalid, got {err}")
     };

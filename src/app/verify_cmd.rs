@@ -14,9 +14,11 @@ use crate::domain::error_chain::chain;
 use crate::domain::reference::RepositoryUrl;
 use crate::domain::verification::{IdentityMatch, TrustedKey, VerifyPolicy};
 use crate::pipeline;
-use crate::ports::{Registry, RegistryConnector};
+use crate::ports::{
+    Registry, RegistryConnector, SignatureVerifier, VerifiedSignature, VerifyFailureKind,
+};
 use crate::registry::HttpConnector;
-use crate::verify::{CosignVerifier, VerifiedSignature, VerifyError};
+use crate::verify::CosignVerifier;
 
 use super::{reference, registry_args, AppError};
 
@@ -86,16 +88,21 @@ pub async fn verify(
     policy: &VerifyPolicy,
 ) -> Result<VerifiedSignature, AppError> {
     let verifier = CosignVerifier::new().map_err(|e| AppError::Failed(chain(&e)))?;
-    match verifier
+    let e = match verifier
         .verify(registry, &url.to_string(), digest, policy)
         .await
     {
-        Ok(v) => Ok(v),
-        Err(e @ VerifyError::Spec(_)) => Err(AppError::Input(chain(&e))),
+        Ok(v) => return Ok(v),
+        Err(e) => e,
+    };
+    Err(match e.kind() {
+        VerifyFailureKind::Spec => AppError::Input(chain(&e)),
         // An outage is not an untrusted artifact: exit 1, not 3.
-        Err(e @ VerifyError::Registry { .. }) => Err(AppError::Failed(chain(&e))),
-        Err(e) => Err(AppError::Verification(chain(&e))),
-    }
+        VerifyFailureKind::Registry => AppError::Failed(chain(&e)),
+        VerifyFailureKind::NoSignature | VerifyFailureKind::Invalid => {
+            AppError::Verification(chain(&e))
+        }
+    })
 }
 
 /// One line for people: what was verified, how, and by which key or identity.

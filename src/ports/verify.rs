@@ -58,6 +58,18 @@ impl VerifyFailure {
     pub fn kind(&self) -> VerifyFailureKind {
         self.kind
     }
+
+    /// The adapter's own error, for a caller that knows the adapter (its command line,
+    /// its tests); the failure unchanged when it holds another type.
+    pub fn downcast<E: StdError + 'static>(self) -> Result<E, Self> {
+        match self.error.downcast::<E>() {
+            Ok(error) => Ok(*error),
+            Err(error) => Err(Self {
+                kind: self.kind,
+                error,
+            }),
+        }
+    }
 }
 
 impl fmt::Debug for VerifyFailure {
@@ -111,5 +123,7 @@ mod tests {
         assert_eq!(failure.kind(), VerifyFailureKind::Spec);
         assert_eq!(failure.to_string(), "invalid verification spec: bad key");
         assert_eq!(failure.source().unwrap().to_string(), "pem");
+        let failure = failure.downcast::<std::io::Error>().unwrap_err();
+        assert!(matches!(failure.downcast::<Spec>(), Ok(Spec(_))));
     }
 }

@@ -30,7 +30,7 @@ pub use keys::{KeyError, ParsedKey};
 use crate::domain::digest::Digest;
 use crate::domain::verification::{IdentityMatch, PolicyError, VerifyPolicy};
 pub use crate::ports::VerifiedSignature;
-use crate::ports::{Registry, RegistryError, VerifyFailure, VerifyFailureKind};
+use crate::ports::{Registry, RegistryError, SignatureVerifier, VerifyFailure, VerifyFailureKind};
 use discover::Candidate;
 use trust::Trust;
 
@@ -133,6 +133,13 @@ pub enum VerifyError {
     },
 }
 
+impl From<VerifyError> for VerifyFailure {
+    /// The port's failure, of this error's [`VerifyError::kind`], reading as this error.
+    fn from(e: VerifyError) -> Self {
+        VerifyFailure::new(e.kind(), e)
+    }
+}
+
 impl VerifyError {
     /// The port's classification of this failure.
     pub fn kind(&self) -> VerifyFailureKind {
@@ -194,60 +201,6 @@ impl CosignVerifier {
                     trust,
                 }
             }
-        })
-    }
-
-    /// Finds the cosign v2 and v3 signatures of `digest` in `registry` and accepts the
-    /// first that passes every check of `policy`.
-    pub async fn verify(
-        &self,
-        registry: &dyn Registry,
-        image_ref_for_messages: &str,
-        digest: &Digest,
-        policy: &VerifyPolicy,
-    ) -> Result<VerifiedSignature, VerifyError> {
-        let mode = self.prepare(policy)?;
-        let registry_error = |error| VerifyError::Registry {
-            image: image_ref_for_messages.to_string(),
-            digest: digest.clone(),
-            error,
-        };
-        let mut failures = Vec::new();
-        let mut found = false;
-        let v2 = discover::v2_candidates(registry, digest)
-            .await
-            .map_err(registry_error)?;
-        for candidate in v2 {
-            found = true;
-            match check(&mode, &candidate, digest) {
-                Ok(verified) => return Ok(verified),
-                Err(rejection) => failures.push(rejection),
-            }
-        }
-        let v3 = discover::v3_candidates(registry, digest)
-            .await
-            .map_err(registry_error)?;
-        for candidate in v3 {
-            found = true;
-            match check(&mode, &candidate, digest) {
-                Ok(verified) => return Ok(verified),
-                Err(rejection) => failures.push(rejection),
-            }
-        }
-        let tag = digest.tag_form();
-        if !found {
-            return Err(VerifyError::NoSignature {
-                image: image_ref_for_messages.to_string(),
-                digest: digest.clone(),
-                tried: format!(
-                    "'{tag}.sig' (cosign v2), and the referrers API or, without it, '{tag}' (cosign v3)"
-                ),
-            });
-        }
-        Err(VerifyError::Invalid {
-            image: image_ref_for_messages.to_string(),
-            digest: digest.clone(),
-            failures,
         })
     }
 
@@ -350,16 +303,60 @@ fn check(
 }
 
 #[async_trait::async_trait]
-impl crate::ports::SignatureVerifier for CosignVerifier {
+impl SignatureVerifier for CosignVerifier {
+    /// Finds the cosign v2 and v3 signatures of `digest` in `registry` and accepts the
+    /// first that passes every check of `policy`.
+    /// The failure is a [`VerifyError`] (see [`VerifyFailure::downcast`]).
     async fn verify(
         &self,
         registry: &dyn Registry,
-        image: &str,
+        image_ref_for_messages: &str,
         digest: &Digest,
         policy: &VerifyPolicy,
     ) -> Result<VerifiedSignature, VerifyFailure> {
-        CosignVerifier::verify(self, registry, image, digest, policy)
+        let mode = self.prepare(policy)?;
+        let registry_error = |error| VerifyError::Registry {
+            image: image_ref_for_messages.to_string(),
+            digest: digest.clone(),
+            error,
+        };
+        let mut failures = Vec::new();
+        let mut found = false;
+        let v2 = discover::v2_candidates(registry, digest)
             .await
-            .map_err(|e| VerifyFailure::new(e.kind(), e))
+            .map_err(registry_error)?;
+        for candidate in v2 {
+            found = true;
+            match check(&mode, &candidate, digest) {
+                Ok(verified) => return Ok(verified),
+                Err(rejection) => failures.push(rejection),
+            }
+        }
+        let v3 = discover::v3_candidates(registry, digest)
+            .await
+            .map_err(registry_error)?;
+        for candidate in v3 {
+            found = true;
+            match check(&mode, &candidate, digest) {
+                Ok(verified) => return Ok(verified),
+                Err(rejection) => failures.push(rejection),
+            }
+        }
+        let tag = digest.tag_form();
+        if !found {
+            return Err(VerifyFailure::from(VerifyError::NoSignature {
+                image: image_ref_for_messages.to_string(),
+                digest: digest.clone(),
+                tried: format!(
+                    "'{tag}.sig' (cosign v2), and the referrers API or, without it, '{tag}' (cosign v3)"
+                ),
+            }));
+        }
+        Err(VerifyError::Invalid {
+            image: image_ref_for_messages.to_string(),
+            digest: digest.clone(),
+            failures,
+        }
+        .into())
     }
 }
