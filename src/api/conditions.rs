@@ -1,5 +1,5 @@
-//! Condition types and reasons on the wire (Flux's names, see `NOTES.md` "Conditions and
-//! reasons"), and the conversion between the pure conditions of `domain::status` and
+//! Condition types and reasons on the wire (Flux's names; the reasons are
+//! `domain::status::reason`), and the conversion between the pure conditions of `domain::status` and
 //! Kubernetes' `meta/v1` `Condition`. The status rules themselves live in
 //! `domain::status`; this file holds names and conversions only and imports no runtime
 //! (no kube client, tokio or axum).
@@ -27,59 +27,8 @@ pub const STORAGE_OPERATION_FAILED: &str = ConditionType::StorageOperationFailed
 /// `SourceVerified`: the signature check passed (True) or failed (False).
 pub const SOURCE_VERIFIED: &str = ConditionType::SourceVerified.as_str();
 
-/// Reasons, spelled as Flux spells them. Event reasons equal condition reasons.
-pub mod reason {
-    use crate::domain::status::reason as pure;
-
-    /// The step (or the whole reconcile) succeeded.
-    pub const SUCCEEDED: &str = pure::SUCCEEDED;
-    /// Generic failure.
-    pub const FAILED: &str = "Failed";
-    /// Reconcile in progress.
-    pub const PROGRESSING: &str = pure::PROGRESSING;
-    /// Reconcile failed and will be retried with backoff.
-    pub const PROGRESSING_WITH_RETRY: &str = pure::PROGRESSING_WITH_RETRY;
-    /// Upstream has a revision that is not stored yet (`ArtifactOutdated`).
-    pub const NEW_REVISION: &str = pure::NEW_REVISION;
-    /// Event reason when a new artifact digest was stored.
-    pub const NEW_ARTIFACT: &str = pure::NEW_ARTIFACT;
-    /// `spec.url` is not a valid `oci://` repository URL (stalls).
-    pub const URL_INVALID: &str = "URLInvalid";
-    /// A spec field other than the URL is invalid (stalls).
-    pub const INVALID_SPEC: &str = "InvalidSpec";
-    /// `spec.provider` or `spec.verify.provider` names a provider ocisource does not support yet.
-    pub const PROVIDER_NOT_SUPPORTED: &str = "ProviderNotSupported";
-    /// Registry login refused, or the credentials Secret is missing or malformed.
-    pub const AUTHENTICATION_FAILED: &str = "AuthenticationFailed";
-    /// Resolving the reference or pulling the artifact failed.
-    pub const OCI_ARTIFACT_PULL_FAILED: &str = "OCIArtifactPullFailed";
-    /// Selecting, extracting or copying layers failed.
-    pub const OCI_ARTIFACT_LAYER_OPERATION_FAILED: &str = "OCIArtifactLayerOperationFailed";
-    /// Reading a referenced Secret or ServiceAccount failed.
-    pub const READ_OPERATION_FAILED: &str = "ReadOperationFailed";
-    /// Signature verification failed (`SourceVerified` False).
-    pub const VERIFICATION_ERROR: &str = "VerificationError";
-    /// ExternalArtifact `Ready` reason when verification failed.
-    pub const VERIFICATION_FAILED: &str = "VerificationFailed";
-    /// ExternalArtifact `Ready` reason when fetching failed.
-    pub const FETCH_FAILED: &str = "FetchFailed";
-    /// Creating the artifact directory failed.
-    pub const DIR_CREATION_FAILED: &str = "DirCreationFailed";
-    /// Stat of a stored file failed.
-    pub const STAT_OPERATION_FAILED: &str = "StatOperationFailed";
-    /// Writing or packaging the artifact failed.
-    pub const ARCHIVE_OPERATION_FAILED: &str = "ArchiveOperationFailed";
-    /// Taking the per-object storage lock failed.
-    pub const ACQUIRE_LOCK_FAILED: &str = "AcquireLockFailed";
-    /// The artifact path is not valid.
-    pub const INVALID_PATH_FAILED: &str = "InvalidPathFailed";
-    /// Garbage collection of old artifacts failed.
-    pub const GARBAGE_COLLECTION_FAILED: &str = "GarbageCollectionFailed";
-    /// Patching the object failed.
-    pub const PATCH_OPERATION_FAILED: &str = "PatchOperationFailed";
-    /// The ExternalArtifact `Ready` reason when storage failed.
-    pub const STORAGE_OPERATION_FAILED: &str = "StorageOperationFailed";
-}
+/// Reasons, spelled as Flux spells them (the domain's one list).
+pub use crate::domain::status::reason;
 
 /// Converts a pure condition into the Kubernetes wire type. The message is escaped and
 /// bounded once more (`domain::text::bounded`; the status fold already did, this is the

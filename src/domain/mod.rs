@@ -11,6 +11,7 @@ pub mod docker_config;
 pub mod duration;
 pub mod error_chain;
 pub mod fifo;
+pub mod flux_text;
 pub mod ignore;
 pub mod label_selector;
 pub mod layers;

@@ -10,6 +10,7 @@
 
 use chrono::{DateTime, Utc};
 
+use super::flux_text::{self, Retried};
 use super::text::{bounded, CONDITION_MESSAGE_MAX};
 
 #[path = "status_conditions.rs"]
@@ -115,6 +116,14 @@ pub struct Input<'a> {
     pub now: DateTime<Utc>,
     /// What happened.
     pub outcome: &'a Outcome,
+    /// The conditions shown while the reconcile ran (`progress`): a condition that comes
+    /// back to its previous status after showing another moved twice ([`retime`]).
+    pub shown: &'a [Condition],
+    /// Flux's kind: where a retried failure happened, for the `Reconciling` message Flux
+    /// leaves then (`flux_text::reconciling_message`); `None` for ocisource's own wording.
+    pub flux_retry: Option<&'a Retried<'a>>,
+    /// The Trace event Flux records before this failure's Warning, if any.
+    pub trace: Option<&'a Event>,
 }
 
 /// Whether an event is routine or a problem.
@@ -182,7 +191,9 @@ pub fn stored_event_message(revision: &str, url: &str, origin: Option<&Origin>) 
     }
 }
 
-/// Folds an outcome into conditions and events (see [`Decision`]).
+/// Folds an outcome into conditions and events (see [`Decision`]): the one writer of
+/// both, Flux's wording for its own kind and the times of conditions shown during the
+/// reconcile included.
 ///
 /// On success, Ready and ArtifactInStorage are True, failure conditions and
 /// Reconciling/Stalled are removed. On failure the failed step's condition and Ready False
@@ -334,10 +345,21 @@ pub fn fold(input: Input<'_>) -> Decision {
         }
     }
     next.out.sort_by_key(|c| c.type_);
-    Decision {
-        conditions: next.out,
-        events,
+    let mut conditions = next.out;
+    retime(&mut conditions, input.previous, input.shown, input.now);
+    if let (Some(retried), Outcome::Failed(failure)) = (input.flux_retry, input.outcome) {
+        if failure.disposition == Disposition::Retry {
+            let message = flux_text::reconciling_message(retried.clone());
+            flux_text::set_reconciling(&mut conditions, &message);
+        }
     }
+    // Flux's Trace event comes before the failure's Warning, recorded when that one is.
+    if let Some(trace) = input.trace {
+        if events.iter().any(|e| e.type_ == EventType::Warning) {
+            events.insert(0, trace.clone());
+        }
+    }
+    Decision { conditions, events }
 }
 
 struct Builder<'a> {

@@ -1,10 +1,11 @@
 //! The condition vocabulary of `domain::status`: the types ocisource owns, their status
-//! values, the reasons the fold writes itself, and the pure `Condition`. Names only, no
+//! values, every reason, and the pure `Condition`. Names only, no
 //! rules; nothing here imports kube, k8s-openapi, tokio or axum.
 
 use chrono::{DateTime, Utc};
 
-/// Reasons this module writes itself; the full list is `api::conditions::reason`.
+/// Every condition and event reason ocisource writes, spelled as Flux spells them; event
+/// reasons equal condition reasons. The one list: `api::conditions::reason` is this module.
 pub mod reason {
     /// The reconcile or step succeeded.
     pub const SUCCEEDED: &str = "Succeeded";
@@ -12,13 +13,32 @@ pub mod reason {
     pub const PROGRESSING: &str = "Progressing";
     /// Failed, will be retried with backoff.
     pub const PROGRESSING_WITH_RETRY: &str = "ProgressingWithRetry";
-    /// Upstream moved to a revision that is not stored yet.
+    /// Upstream moved to a revision that is not stored yet (`ArtifactOutdated`).
     pub const NEW_REVISION: &str = "NewRevision";
     /// Event reason for a newly stored artifact digest.
     pub const NEW_ARTIFACT: &str = "NewArtifact";
+    /// `spec.url` is not a valid `oci://` repository URL (stalls).
+    pub const URL_INVALID: &str = "URLInvalid";
+    /// A spec field other than the URL is invalid (stalls).
+    pub const INVALID_SPEC: &str = "InvalidSpec";
+    /// `spec.provider` or `spec.verify.provider` names a provider ocisource does not
+    /// support yet.
+    pub const PROVIDER_NOT_SUPPORTED: &str = "ProviderNotSupported";
+    /// Registry login refused, or the credentials Secret is missing or malformed.
+    pub const AUTHENTICATION_FAILED: &str = "AuthenticationFailed";
+    /// Resolving the reference or pulling the artifact failed.
+    pub const OCI_ARTIFACT_PULL_FAILED: &str = "OCIArtifactPullFailed";
+    /// Selecting, extracting or copying layers failed.
+    pub const OCI_ARTIFACT_LAYER_OPERATION_FAILED: &str = "OCIArtifactLayerOperationFailed";
+    /// Reading a referenced Secret or ServiceAccount failed.
+    pub const READ_OPERATION_FAILED: &str = "ReadOperationFailed";
+    /// Signature verification failed (`SourceVerified` False).
+    pub const VERIFICATION_ERROR: &str = "VerificationError";
+    /// Patching the object (its status) failed.
+    pub const PATCH_OPERATION_FAILED: &str = "PatchOperationFailed";
     /// ExternalArtifact `Ready` reason when the source failed to fetch.
     pub const FETCH_FAILED: &str = "FetchFailed";
-    /// ExternalArtifact `Ready` reason when the source failed to store.
+    /// Writing the artifact failed; also the ExternalArtifact `Ready` reason then.
     pub const STORAGE_OPERATION_FAILED: &str = "StorageOperationFailed";
     /// ExternalArtifact `Ready` reason when verification failed.
     pub const VERIFICATION_FAILED: &str = "VerificationFailed";

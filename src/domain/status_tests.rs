@@ -90,6 +90,9 @@ fn run(previous: &[Condition], previous_digest: Option<&str>, outcome: &Outcome)
         url: "oci://r.io/app",
         now: t(30),
         outcome,
+        shown: &[],
+        flux_retry: None,
+        trace: None,
     })
 }
 
@@ -494,4 +497,82 @@ fn source_verified_on_a_failure_outside_verification(
         &storage_failure_after(verification),
     );
     assert_eq!(get(&d, SourceVerified).map(|c| c.status), after);
+}
+
+/// The fold is the one writer of conditions and events: Flux's `Reconciling` message for
+/// a retried failure of its kind, the Trace event before the failure's Warning, and the
+/// transition time of a condition that changed and came back while the reconcile ran.
+#[test]
+fn the_fold_writes_fluxs_retry_message_the_trace_event_and_the_times_shown() {
+    let previous = ready_state();
+    let outcome = failed(
+        FailedStep::Fetch,
+        Disposition::Retry,
+        "AuthenticationFailed",
+    );
+    let retried = Retried {
+        observed_generation: Some(1),
+        generation: 2,
+        stored_revision: Some(REV),
+        resolved: None,
+    };
+    let trace = Event {
+        type_: EventType::Trace,
+        reason: "AuthenticationFailed".into(),
+        message: "auth secret 'pull' not found".into(),
+        artifact: None,
+    };
+    // ArtifactInStorage was True, showed Unknown while the reconcile ran, is True again.
+    let shown = vec![cond(
+        ArtifactInStorage,
+        ConditionStatus::Unknown,
+        "Progressing",
+        "",
+        20,
+    )];
+    let d = fold(Input {
+        previous: &previous,
+        previous_digest: Some(DIGEST),
+        previous_revision: Some(REV),
+        generation: 2,
+        url: "oci://r.io/app",
+        now: t(30),
+        outcome: &outcome,
+        shown: &shown,
+        flux_retry: Some(&retried),
+        trace: Some(&trace),
+    });
+    let reconciling = get(&d, Reconciling).unwrap();
+    assert_eq!(
+        reconciling.message,
+        "processing object: new generation 1 -> 2"
+    );
+    assert_eq!(get(&d, Ready).unwrap().message, "failed to do it");
+    let reasons: Vec<_> = d.events.iter().map(|e| e.type_).collect();
+    assert_eq!(reasons, vec![EventType::Trace, EventType::Warning]);
+    assert_eq!(
+        get(&d, ArtifactInStorage).unwrap().last_transition_time,
+        t(30)
+    );
+
+    // Our own kind keeps its wording; no Warning (a repeat) means no Trace either.
+    let own = fold(Input {
+        previous: &d.conditions,
+        flux_retry: None,
+        shown: &[],
+        ..Input {
+            previous: &previous,
+            previous_digest: Some(DIGEST),
+            previous_revision: Some(REV),
+            generation: 2,
+            url: "oci://r.io/app",
+            now: t(40),
+            outcome: &outcome,
+            shown: &[],
+            flux_retry: None,
+            trace: Some(&trace),
+        }
+    });
+    assert_eq!(get(&own, Reconciling).unwrap().message, "failed to do it");
+    assert!(own.events.is_empty(), "{:?}", own.events);
 }

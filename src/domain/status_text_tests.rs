@@ -19,6 +19,9 @@ fn fold_at(previous: &[Condition], outcome: &Outcome) -> Decision {
         url: "oci://r.io/app",
         now: Utc.with_ymd_and_hms(2026, 7, 2, 10, 0, 0).unwrap(),
         outcome,
+        shown: &[],
+        flux_retry: None,
+        trace: None,
     })
 }
 

@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
-use super::flux_text;
 use crate::api::conditions::reason;
 use crate::api::validate::InvalidSpec;
 use crate::api::Flavour;
-use crate::domain::desired::VerifyRequest;
-use crate::domain::reference::{RefError, RepositoryUrl};
+use crate::domain::desired::Desired;
+use crate::domain::flux_text;
+use crate::domain::reference::RefError;
 use crate::domain::semver_masterminds::constraint_error;
 use crate::domain::status::{Disposition, Event, EventType, FailedStep, Failure};
 use crate::domain::verification::PolicyError;
@@ -170,22 +170,26 @@ impl ReconcileError {
         }
     }
 
-    /// The failure (of the object with `spec.url` `url` and `verify`, its checked
-    /// `spec.verify`) as the status fold wants it, worded for `flavour`: Flux's own kind
-    /// carries Flux's message where [`Self::flux_message`] knows it.
+    /// The failure (of the object with `spec.url` `url`, and `desired`, its spec as the
+    /// door checked it when it was valid) as the status fold wants it, worded for
+    /// `flavour`: Flux's own kind carries Flux's message where [`Self::flux_message`]
+    /// knows it. The URL is the one the door parsed, never parsed again.
     pub fn failure_as(
         &self,
         flavour: &Flavour,
         url: &str,
         new_revision: Option<String>,
-        verify: Option<&VerifyRequest>,
+        desired: Option<&Desired>,
     ) -> Failure {
         let reference = new_revision
             .as_deref()
-            .and_then(|r| Some(flux_text::reference(&RepositoryUrl::parse(url).ok()?, r)));
+            .zip(desired)
+            .map(|(r, d)| flux_text::reference(&d.url, r));
         let mut failure = self.failure(new_revision);
         if let Flavour::Flux(_) = flavour {
-            let keys = verify.is_some_and(|v| v.secret.is_some());
+            let keys = desired
+                .and_then(|d| d.verify.as_ref())
+                .is_some_and(|v| v.secret.is_some());
             if let Some(message) = self.flux_message(url, reference.as_deref(), keys) {
                 failure.message = message;
             }

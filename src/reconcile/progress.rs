@@ -78,7 +78,7 @@ impl<'a> Announcer<'a> {
             &self.shown,
             self.previous.artifact.is_some(),
             revision,
-            &super::flux_text::reference(url, revision),
+            &crate::domain::flux_text::reference(url, revision),
             self.generation,
             self.now,
         ) {

@@ -1,11 +1,11 @@
 //! Texts Flux's source-controller writes where ocisource's own kind words things its own
 //! way: the reference as go-containerregistry prints it, and the `Reconciling` message a
-//! retried failure leaves. Used for Flux's kind only (drop-in mode), and checked against
-//! source-controller itself by tests/cluster_drop_in_failures.rs and
-//! tests/cluster_drop_in_after.rs.
+//! retried failure leaves (written by the status fold). Used for Flux's kind only (drop-in
+//! mode), and checked against source-controller itself by tests/cluster_drop_in_failures.rs
+//! and tests/cluster_drop_in_after.rs.
 
-use crate::domain::reference::RepositoryUrl;
-use crate::domain::status::{self, ConditionType};
+use super::reference::RepositoryUrl;
+use super::status::{self, ConditionType};
 
 /// The reference as Flux names it (go-containerregistry's `name.Tag`/`name.Digest`):
 /// `host/repo:tag` when `revision` is `tag@digest`, `host/repo@sha256:…` for a digest.
