@@ -5,7 +5,6 @@
 //! and tests/cluster_drop_in_after.rs.
 
 use super::reference::RepositoryUrl;
-use super::status::{self, ConditionType};
 
 /// The reference as Flux names it (go-containerregistry's `name.Tag`/`name.Digest`):
 /// `host/repo:tag` when `revision` is `tag@digest`, `host/repo@sha256:…` for a digest.
@@ -53,16 +52,6 @@ pub fn reconciling_message(r: Retried<'_>) -> String {
         );
     }
     "reconciliation in progress".into()
-}
-
-/// Writes `message` into the `Reconciling` condition of `conditions`, if there is one.
-pub fn set_reconciling(conditions: &mut [status::Condition], message: &str) {
-    for c in conditions
-        .iter_mut()
-        .filter(|c| c.type_ == ConditionType::Reconciling)
-    {
-        c.message = message.to_string();
-    }
 }
 
 #[cfg(test)]

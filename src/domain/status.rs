@@ -350,7 +350,7 @@ pub fn fold(input: Input<'_>) -> Decision {
     if let (Some(retried), Outcome::Failed(failure)) = (input.flux_retry, input.outcome) {
         if failure.disposition == Disposition::Retry {
             let message = flux_text::reconciling_message(retried.clone());
-            flux_text::set_reconciling(&mut conditions, &message);
+            set_reconciling(&mut conditions, &message);
         }
     }
     // Flux's Trace event comes before the failure's Warning, recorded when that one is.
@@ -360,6 +360,16 @@ pub fn fold(input: Input<'_>) -> Decision {
         }
     }
     Decision { conditions, events }
+}
+
+/// Writes `message` into the `Reconciling` condition of `conditions`, if there is one.
+fn set_reconciling(conditions: &mut [Condition], message: &str) {
+    for c in conditions
+        .iter_mut()
+        .filter(|c| c.type_ == ConditionType::Reconciling)
+    {
+        c.message = bounded(message, CONDITION_MESSAGE_MAX).into_owned();
+    }
 }
 
 struct Builder<'a> {

@@ -43,7 +43,7 @@ use std::sync::{Arc, Mutex};
 use sha2::{Digest as _, Sha256};
 
 use super::failure::{Cause, TransportFailure};
-use super::transport::{field, hash_trust};
+use super::trust_key::{field, hash_trust};
 use crate::domain::error_chain::chain;
 use crate::ports::{Audience, RegistryError, RegistryOptions};
 

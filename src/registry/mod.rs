@@ -39,6 +39,7 @@ mod tag_page;
 pub mod tags;
 mod token;
 pub mod transport;
+mod trust_key;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

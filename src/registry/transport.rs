@@ -19,6 +19,7 @@ use std::time::Duration;
 use sha2::{Digest as _, Sha256};
 
 use super::origin::{check_target, OriginError};
+use super::trust_key::{field, hash_trust};
 use crate::domain::error_chain::chain;
 use crate::ports::{RegistryError, RegistryErrorKind, RegistryOptions};
 
@@ -181,32 +182,6 @@ fn fingerprint(o: &RegistryOptions) -> [u8; 32] {
         o.user_agent.as_deref().unwrap_or_default().as_bytes(),
     );
     h.finalize().into()
-}
-
-/// Feeds `h` the settings that decide whom a session's requests reach and whom it trusts:
-/// `insecure`, the CA, the client identity, the proxy address and login. The HTTP client
-/// cache and the scheme memory (`insecure.rs`) are keyed by them; secrets go in hashed.
-pub(crate) fn hash_trust(h: &mut Sha256, o: &RegistryOptions) {
-    field(h, b"insecure", &[u8::from(o.insecure)]);
-    field(h, b"ca", o.ca_pem.as_deref().unwrap_or_default());
-    if let Some(id) = &o.client_identity {
-        field(h, b"cert", &id.cert_pem);
-        field(h, b"key", id.key_pem.expose());
-    }
-    if let Some(p) = &o.proxy {
-        field(h, b"proxy", p.address.as_bytes());
-        if let Some(c) = &p.credentials {
-            field(h, b"proxy-user", c.username.as_bytes());
-            field(h, b"proxy-pass", c.password.expose().as_bytes());
-        }
-    }
-}
-
-/// One tagged, length-prefixed field of a fingerprint.
-pub(crate) fn field(h: &mut Sha256, tag: &[u8], bytes: &[u8]) {
-    h.update(tag);
-    h.update((bytes.len() as u64).to_le_bytes());
-    h.update(bytes);
 }
 
 #[cfg(test)]
