@@ -102,8 +102,8 @@ pub fn ignore_rules(flag: &str, text: &str) -> Result<IgnoreRules, AppError> {
     })
 }
 
-/// A keyless identity error in the words of `verify`'s flags.
-pub fn identity_error(e: PolicyError) -> AppError {
+/// A verification policy error in the words of `verify`'s flags.
+pub fn policy_error(e: PolicyError) -> AppError {
     match e {
         PolicyError::InvalidRegex {
             field,

@@ -12,7 +12,7 @@ use crate::cli::{VerifyArgs, VerifyFlags};
 use crate::domain::digest::Digest;
 use crate::domain::error_chain::chain;
 use crate::domain::reference::RepositoryUrl;
-use crate::domain::verification::{IdentityMatch, TrustedKey, VerifyPolicy};
+use crate::domain::verification::{IdentityMatch, KeySet, TrustedKey, VerifyPolicy};
 use crate::pipeline;
 use crate::ports::{
     Registry, RegistryConnector, SignatureVerifier, VerifiedSignature, VerifyFailureKind,
@@ -35,9 +35,13 @@ fn exact_or_regex(exact: Option<&String>, regex: Option<&String>) -> Option<Stri
         .or_else(|| regex.cloned())
 }
 
-/// The policy the flags describe, or `None` when no verification was asked for.
+/// The policy the flags describe, or `None` when no verification was asked for. Built by
+/// [`VerifyPolicy::new`], the constructor the controller's `spec.verify` goes through:
+/// `--key` files make key mode, else the identity flags make keyless mode.
 pub fn policy(flags: &VerifyFlags) -> Result<Option<VerifyPolicy>, AppError> {
-    if !flags.keys.is_empty() {
+    let keys = if flags.keys.is_empty() {
+        None
+    } else {
         let keys = flags
             .keys
             .iter()
@@ -48,8 +52,32 @@ pub fn policy(flags: &VerifyFlags) -> Result<Option<VerifyPolicy>, AppError> {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        return Ok(Some(VerifyPolicy::Keys(keys)));
-    }
+        Some(KeySet {
+            origin: "the --key files".into(),
+            keys,
+        })
+    };
+    let (identities, trusted_root_json) = match &keys {
+        Some(_) => (Vec::new(), None),
+        None => match identity(flags)? {
+            None => return Ok(None),
+            Some(identity) => {
+                let trusted_root_json = flags
+                    .trusted_root
+                    .as_deref()
+                    .map(|p| read(p, "--trusted-root"))
+                    .transpose()?;
+                (vec![identity], trusted_root_json)
+            }
+        },
+    };
+    VerifyPolicy::new(keys, identities, trusted_root_json)
+        .map(Some)
+        .map_err(reference::policy_error)
+}
+
+/// The keyless identity the flags describe, or `None` when neither half is given.
+fn identity(flags: &VerifyFlags) -> Result<Option<IdentityMatch>, AppError> {
     let subject = exact_or_regex(
         flags.certificate_identity.as_ref(),
         flags.certificate_identity_regexp.as_ref(),
@@ -68,16 +96,9 @@ pub fn policy(flags: &VerifyFlags) -> Result<Option<VerifyPolicy>, AppError> {
             "keyless verification needs the identity too: --certificate-identity (or --certificate-identity-regexp)".into(),
         )),
     };
-    let identity = IdentityMatch::new(&issuer, &subject).map_err(reference::identity_error)?;
-    let trusted_root_json = flags
-        .trusted_root
-        .as_deref()
-        .map(|p| read(p, "--trusted-root"))
-        .transpose()?;
-    Ok(Some(VerifyPolicy::Keyless {
-        identities: vec![identity],
-        trusted_root_json,
-    }))
+    IdentityMatch::new(&issuer, &subject)
+        .map(Some)
+        .map_err(reference::policy_error)
 }
 
 /// Verifies `digest`; maps failures to exit code 3 (2 for a bad policy, 1 for an outage).
@@ -179,4 +200,74 @@ pub async fn run(args: VerifyArgs) -> Result<(), AppError> {
         &cosign_output(&url, &resolved.digest, &verified),
         args.output,
     )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    fn file(dir: &Path, name: &str, bytes: &[u8]) -> std::path::PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    #[test]
+    fn an_empty_key_file_is_refused_as_the_controller_refuses_an_empty_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = file(dir.path(), "a.pub", b"-----BEGIN PUBLIC KEY-----\n");
+        let empty = file(dir.path(), "b.pub", b" \n");
+        let flags = VerifyFlags {
+            keys: vec![good, empty.clone()],
+            ..VerifyFlags::default()
+        };
+        let Err(e) = policy(&flags) else {
+            panic!("an empty --key file made a policy")
+        };
+        assert_eq!(e.exit_code(), 2);
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "public key '{}' in the --key files is empty",
+                empty.display()
+            )
+        );
+    }
+
+    #[test]
+    fn keys_beat_identities_and_keyless_takes_the_identity_and_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = file(dir.path(), "cosign.key.pem", b"PEM");
+        let root = file(dir.path(), "root.json", b"{}");
+        let keyless = VerifyFlags {
+            certificate_identity: Some("me@example.com".into()),
+            certificate_oidc_issuer_regexp: Some("^https://issuer".into()),
+            trusted_root: Some(root),
+            ..VerifyFlags::default()
+        };
+        let Some(VerifyPolicy::Keyless {
+            identities,
+            trusted_root_json,
+        }) = policy(&keyless).unwrap()
+        else {
+            panic!("expected keyless")
+        };
+        assert_eq!(identities[0].subject_pattern(), "^me@example\\.com$");
+        assert_eq!(identities[0].issuer_pattern(), "^https://issuer");
+        assert_eq!(trusted_root_json.as_deref(), Some(&b"{}"[..]));
+        // A key file of any name (not only `*.pub`) makes key mode; identities go unused.
+        let keyed = VerifyFlags {
+            keys: vec![key.clone()],
+            ..keyless
+        };
+        assert_eq!(
+            policy(&keyed).unwrap(),
+            Some(VerifyPolicy::Keys(vec![TrustedKey {
+                name: key.display().to_string(),
+                pem: b"PEM".to_vec(),
+            }]))
+        );
+        assert_eq!(policy(&VerifyFlags::default()).unwrap(), None);
+    }
 }

@@ -1,4 +1,5 @@
-//! Verification policy as pure types: what Flux's `spec.verify` asks for, checked once.
+//! Verification policy as pure types: what Flux's `spec.verify` (or the command line's
+//! `--key`/`--certificate-*` flags) asks for, checked once by [`VerifyPolicy::new`].
 //! `provider: cosign` with a `secretRef` of `*.pub` keys becomes [`VerifyPolicy::Keys`];
 //! without keys it becomes [`VerifyPolicy::Keyless`], which needs at least one
 //! `matchOIDCIdentity` entry. Its regexes are searched for, not anchored, exactly as
@@ -109,59 +110,85 @@ pub struct VerifySpec<'a> {
     pub trusted_root_json: Option<Vec<u8>>,
 }
 
+/// Trusted keys and where they came from, as errors name it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeySet {
+    /// Where the keys came from: `verification secret 'cosign-keys'`, `the --key files`.
+    pub origin: String,
+    /// The keys, in the order given.
+    pub keys: Vec<TrustedKey>,
+}
+
 impl VerifyPolicy {
-    /// Builds the policy from the spec, or says what in the spec is wrong (stalled).
-    pub fn from_spec(spec: VerifySpec<'_>) -> Result<Self, PolicyError> {
-        if let Some((name, data)) = spec.secret {
-            let keys: Vec<TrustedKey> = data
-                .iter()
-                .filter(|(k, _)| k.ends_with(".pub"))
-                .map(|(k, v)| TrustedKey {
-                    name: k.clone(),
-                    pem: v.clone(),
-                })
-                .collect();
+    /// The one constructor of a policy, for the controller (through
+    /// [`VerifyPolicy::from_spec`]) and the command line (`verify`, `pull --key ...`)
+    /// alike. Keys, when given, make key mode: identities and the trusted root then play
+    /// no part (as in Flux, where a `secretRef` wins, and in cosign, where `--key` does);
+    /// key mode needs at least one key and no empty one. Without keys, keyless mode needs
+    /// at least one identity.
+    pub fn new(
+        keys: Option<KeySet>,
+        identities: Vec<IdentityMatch>,
+        trusted_root_json: Option<Vec<u8>>,
+    ) -> Result<Self, PolicyError> {
+        if let Some(KeySet { origin, keys }) = keys {
             if keys.is_empty() {
-                return Err(PolicyError::NoPublicKeys {
-                    secret: name.to_string(),
-                });
+                return Err(PolicyError::NoPublicKeys { origin });
             }
             if let Some(empty) = keys
                 .iter()
                 .find(|k| k.pem.iter().all(u8::is_ascii_whitespace))
             {
                 return Err(PolicyError::EmptyKey {
-                    secret: name.to_string(),
+                    origin,
                     key: empty.name.clone(),
                 });
             }
             return Ok(Self::Keys(keys));
         }
-        if spec.identities.is_empty() {
+        if identities.is_empty() {
             return Err(PolicyError::NoIdentities);
         }
         Ok(Self::Keyless {
-            identities: spec.identities,
-            trusted_root_json: spec.trusted_root_json,
+            identities,
+            trusted_root_json,
         })
+    }
+
+    /// The policy `spec.verify` asks for, its keys being the `*.pub` entries of the
+    /// `secretRef` Secret ([`VerifyPolicy::new`] with them), or says what in the spec is
+    /// wrong (stalled).
+    pub fn from_spec(spec: VerifySpec<'_>) -> Result<Self, PolicyError> {
+        let keys = spec.secret.map(|(name, data)| KeySet {
+            origin: format!("verification secret '{name}'"),
+            keys: data
+                .iter()
+                .filter(|(k, _)| k.ends_with(".pub"))
+                .map(|(k, v)| TrustedKey {
+                    name: k.clone(),
+                    pem: v.clone(),
+                })
+                .collect(),
+        });
+        Self::new(keys, spec.identities, spec.trusted_root_json)
     }
 }
 
 /// Why `spec.verify` cannot be used; the object stalls until the spec changes.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PolicyError {
-    /// The Secret holds no `*.pub` entry.
-    #[error("verification secret '{secret}' has no '*.pub' public key entry")]
+    /// No key: the Secret holds no `*.pub` entry.
+    #[error("{origin} has no '*.pub' public key entry")]
     NoPublicKeys {
-        /// Secret name.
-        secret: String,
+        /// Where the keys were looked for ([`KeySet::origin`]).
+        origin: String,
     },
-    /// A `*.pub` entry is empty.
-    #[error("public key '{key}' in verification secret '{secret}' is empty")]
+    /// A key is empty.
+    #[error("public key '{key}' in {origin} is empty")]
     EmptyKey {
-        /// Secret name.
-        secret: String,
-        /// Entry name.
+        /// Where the key came from ([`KeySet::origin`]).
+        origin: String,
+        /// Its name: the Secret entry or the file.
         key: String,
     },
     /// Keyless verification without `matchOIDCIdentity`.
@@ -282,8 +309,8 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(
-            no_pub,
-            Err(PolicyError::NoPublicKeys { secret: "s".into() })
+            no_pub.unwrap_err().to_string(),
+            "verification secret 's' has no '*.pub' public key entry"
         );
         let keyless = VerifyPolicy::from_spec(VerifySpec::default());
         assert_eq!(keyless, Err(PolicyError::NoIdentities));
@@ -295,6 +322,35 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn keys_make_key_mode_whatever_else_is_given_and_errors_name_their_origin() {
+        let key = |name: &str, pem: &[u8]| TrustedKey {
+            name: name.into(),
+            pem: pem.to_vec(),
+        };
+        let set = |keys| {
+            Some(KeySet {
+                origin: "the --key files".into(),
+                keys,
+            })
+        };
+        let policy = VerifyPolicy::new(
+            set(vec![key("k.pem", b"PEM")]),
+            ids(&[("a", "b")]),
+            Some(b"{}".to_vec()),
+        );
+        assert_eq!(policy, Ok(VerifyPolicy::Keys(vec![key("k.pem", b"PEM")])));
+        let empty = VerifyPolicy::new(
+            set(vec![key("k.pem", b"PEM"), key("e.pem", b"\n")]),
+            vec![],
+            None,
+        );
+        assert_eq!(
+            empty.unwrap_err().to_string(),
+            "public key 'e.pem' in the --key files is empty"
+        );
     }
 
     #[test]
