@@ -75,6 +75,28 @@ pub enum Command {
     Crd,
     /// Print the RBAC rules the controller needs.
     Rbac(RbacArgs),
+    /// Print the client version, as `flux version --client` does.
+    #[command(after_help = help::VERSION)]
+    Version(VersionArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish or powershell).
+    #[command(after_help = help::COMPLETION)]
+    Completion(CompletionArgs),
+}
+
+/// `ocisource version`.
+#[derive(Debug, Args)]
+pub struct VersionArgs {
+    /// Print `{clientVersion: {version, os, arch}}` as yaml or json instead of one line.
+    #[arg(short = 'o', long, value_name = "FORMAT", value_parser = output_format)]
+    pub output: Option<OutputFormat>,
+}
+
+/// `ocisource completion`.
+#[derive(Debug, Args)]
+pub struct CompletionArgs {
+    /// The shell to write the script for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 /// `ocisource reconcile`.

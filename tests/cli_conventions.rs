@@ -332,3 +332,59 @@ async fn json_and_yaml_output_read_like_flux_cosign_and_kubectl() {
         }
     }
 }
+
+#[test]
+fn version_prints_like_flux_and_as_an_object_with_o() {
+    let line = ocisource(&["version"]);
+    assert_eq!(line.code, 0, "{}", line.stderr);
+    let version = format!("v{}", env!("CARGO_PKG_VERSION"));
+    assert_eq!(line.stdout, format!("ocisource: {version}\n"));
+    let json = ocisource(&["version", "-o", "json"]);
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    assert_eq!(jq(".clientVersion.version", &json.stdout), version);
+    assert_eq!(
+        keys(&json.json()["clientVersion"]),
+        ["arch", "os", "version"]
+    );
+    let yaml: serde_json::Value =
+        serde_yaml::from_str(&ocisource(&["version", "-o", "yaml"]).stdout).unwrap();
+    assert_eq!(yaml, json.json());
+    let path = ocisource(&["version", "-o", "out.txt"]);
+    assert_eq!(path.code, 2);
+    assert!(
+        path.stderr.contains("-o/--output takes yaml or json"),
+        "{}",
+        path.stderr
+    );
+}
+
+/// `ocisource completion SHELL` parses in that shell (`bash -n`; zsh and fish when
+/// installed) and completes the subcommands and pull's flags.
+#[test]
+fn completion_scripts_parse_in_their_shell_and_name_the_commands() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = ocisource(&["completion", shell]);
+        assert_eq!(out.code, 0, "{shell}: {}", out.stderr);
+        for word in ["version", "completion", "pull", "output-file"] {
+            assert!(out.stdout.contains(word), "{shell} script lacks {word}");
+        }
+        let installed = Command::new(shell).arg("-c").arg("true").output().is_ok();
+        if !installed {
+            continue;
+        }
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), &out.stdout).unwrap();
+        let check = Command::new(shell)
+            .arg("-n")
+            .arg(file.path())
+            .output()
+            .unwrap();
+        assert!(
+            check.status.success(),
+            "{shell} -n: {}",
+            String::from_utf8_lossy(&check.stderr)
+        );
+    }
+    let bad = ocisource(&["completion", "tcsh"]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+}

@@ -3,6 +3,7 @@
 //! client). Each command builds what it needs from validated CLI settings and runs;
 //! errors come back as [`AppError`] with the exit code a shell user can act on.
 
+mod completion;
 mod controller_cmd;
 mod progress;
 mod pull;
@@ -13,6 +14,7 @@ mod reference;
 mod registry_args;
 mod sign_cmd;
 mod verify_cmd;
+mod version;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -126,6 +128,11 @@ pub fn main(cli: Cli) -> ExitCode {
                     flux_drop_in: args.flux_drop_in,
                 };
                 print!("{}", crate::api::rbac::rules_yaml(optional));
+                Ok(())
+            }
+            Command::Version(args) => version::run(args),
+            Command::Completion(args) => {
+                completion::run(args);
                 Ok(())
             }
         }

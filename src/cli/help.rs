@@ -15,7 +15,9 @@ Examples:
   ocisource push oci://ghcr.io/org/app-config:v1.0.0 --path ./deploy
   ocisource verify oci://ghcr.io/org/app-config:v1.0.0 --key cosign.pub
   ocisource pull oci://ghcr.io/org/app-config:v1.0.0 --output-file app.tar.gz
-  ocisource reconcile -f ocirepository.yaml -o json";
+  ocisource reconcile -f ocirepository.yaml -o json
+  ocisource version -o json
+  source <(ocisource completion bash)";
 
 /// `ocisource pull --help`.
 pub const PULL: &str = "\
@@ -108,3 +110,16 @@ Examples:
   # Sign a pushed image or artifact by digest (what release.sh does)
   COSIGN_PASSWORD=... ocisource sign oci://ghcr.io/ocisource/ocisource@sha256:<hex> --key cosign.key
   ocisource verify oci://ghcr.io/ocisource/ocisource@sha256:<hex> --key cosign.pub";
+
+/// `ocisource version --help`.
+pub const VERSION: &str = "\
+Examples:
+  ocisource version                                   # ocisource: v<version>
+  ocisource version -o json | jq -r .clientVersion.version";
+
+/// `ocisource completion --help`.
+pub const COMPLETION: &str = "\
+Examples:
+  source <(ocisource completion bash)                 # this shell; or in ~/.bashrc
+  ocisource completion zsh > \"${fpath[1]}/_ocisource\"
+  ocisource completion fish > ~/.config/fish/completions/ocisource.fish";
