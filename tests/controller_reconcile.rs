@@ -119,7 +119,12 @@ async fn auth_failure_reports_authentication_failed_and_keeps_the_last_artifact(
         .with_secret("creds", docker_secret_data(&host, "ci", "wrong"));
     let (action, calls) = env.reconcile_as(&obj, bad).await;
     let action = action.unwrap();
-    assert_ne!(action, Action::await_change(), "an auth failure is retried");
+    let first_retry = std::time::Duration::from_millis(750);
+    assert_eq!(
+        action,
+        Action::requeue(first_retry),
+        "an auth failure is retried after Flux's --min-retry-delay"
+    );
     let status = status_of(&calls, "app");
     assert_eq!(ready(status), ("False", "AuthenticationFailed"));
     let fetch = condition(status, "FetchFailed");

@@ -93,13 +93,15 @@ async fn terminated() {
 }
 
 /// Refuses, before anything starts: `--default-service-account` without its feature gate
-/// (as Flux's source-controller does at start), a malformed `--watch-label-selector`,
-/// and a `--flux-drop-in-selector` that could match an object without the label (empty,
+/// (as Flux's source-controller does at start), retry delays that cannot go together
+/// (`--min-retry-delay` zero or above `--max-retry-delay`), a malformed
+/// `--watch-label-selector`, and a `--flux-drop-in-selector` that could match an object without the label (empty,
 /// or only `!key` / `key!=v` / `notin`): that would take Flux objects which Flux's
 /// source-controller also reconciles, and the two would fight over their status.
 fn check_flags(args: &ControllerArgs) -> Result<(), AppError> {
     use crate::domain::label_selector;
     args.lockdown_service_account().map_err(AppError::Input)?;
+    args.retry_delays().map_err(AppError::Input)?;
     if let Some(s) = &args.watch_label_selector {
         label_selector::parse(s)
             .map_err(|e| AppError::Input(format!("--watch-label-selector: {e}")))?;
@@ -328,6 +330,7 @@ async fn prepare(
                 advertised_addr: advertised,
                 retention_records: args.artifact_retention_records,
                 retention_ttl: args.artifact_retention_ttl,
+                retry: args.retry_delays().map_err(AppError::Input)?,
                 ..Settings::default()
             },
             metrics,

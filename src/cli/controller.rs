@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::{gates, parse_duration, FeatureGates};
+use crate::domain::requeue::RetryDelays;
 
 /// `ocisource rbac`.
 #[derive(Debug, Args)]
@@ -43,6 +44,13 @@ pub struct ControllerArgs {
     /// Artifacts kept per object.
     #[arg(long, default_value_t = 2)]
     pub artifact_retention_records: usize,
+    /// Wait after an object's first failure in a row; it doubles at each further one, up
+    /// to --max-retry-delay, whatever the object's interval (Flux's flag and default).
+    #[arg(long, default_value = "750ms", value_parser = parse_duration)]
+    pub min_retry_delay: std::time::Duration,
+    /// Longest wait between retries of a failing object (Flux's flag and default).
+    #[arg(long, default_value = "15m", value_parser = parse_duration)]
+    pub max_retry_delay: std::time::Duration,
     /// Watch OCIRepositories in every namespace (else only the runtime namespace).
     #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub watch_all_namespaces: bool,
@@ -119,6 +127,12 @@ impl ControllerArgs {
         }
         Ok(name)
     }
+
+    /// `--min-retry-delay` and `--max-retry-delay` as one value, refused when the first
+    /// is zero or longer than the second.
+    pub fn retry_delays(&self) -> Result<RetryDelays, String> {
+        RetryDelays::new(self.min_retry_delay, self.max_retry_delay).map_err(|e| e.to_string())
+    }
 }
 
 /// `--default-service-account`: a ServiceAccount name (a DNS-1123 subdomain), or empty.
@@ -183,5 +197,30 @@ mod tests {
             e.contains("invalid --default-service-account 'Bad_Name'"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn retry_delays_default_to_fluxs_and_a_min_above_the_max_is_refused() {
+        use std::time::Duration;
+        let defaults = parse(&[]).unwrap().retry_delays().unwrap();
+        assert_eq!(defaults, RetryDelays::default());
+        assert_eq!(defaults.backoff(1), Duration::from_millis(750));
+        assert_eq!(defaults.backoff(100), Duration::from_secs(900));
+
+        let custom = parse(&["--min-retry-delay=2s", "--max-retry-delay=1m30s"]).unwrap();
+        let custom = custom.retry_delays().unwrap();
+        assert_eq!(custom.backoff(1), Duration::from_secs(2));
+        assert_eq!(custom.backoff(100), Duration::from_secs(90));
+
+        let inverted = parse(&["--min-retry-delay=20m"]).unwrap();
+        let e = inverted.retry_delays().unwrap_err();
+        assert!(
+            e.contains("--min-retry-delay 20m0s is longer than --max-retry-delay 15m0s"),
+            "{e}"
+        );
+        let zero = parse(&["--min-retry-delay=0"]).unwrap().retry_delays();
+        assert!(zero.unwrap_err().contains("above zero"));
+        let e = parse(&["--max-retry-delay=soon"]).unwrap_err();
+        assert!(e.contains("invalid duration 'soon'"), "{e}");
     }
 }

@@ -18,7 +18,6 @@ use kube::{Api, ResourceExt};
 
 use crate::api::conditions::reason;
 use crate::api::{OciRepository, OciRepositoryStatus};
-use crate::domain::requeue::backoff;
 use crate::domain::status::{Disposition, Event, EventType};
 use crate::reconcile::{self, Requeue};
 
@@ -62,7 +61,7 @@ pub fn status_patch<K: SourceKind>(
 /// of this reconcile, so it is reported elsewhere: a Warning Event `PatchOperationFailed`
 /// on the object (posted to `--events-addr` too) saying why, beside the reconcile's own
 /// events, and the `ocisource_status_write_failures` metric. The error returned says when
-/// to try again: the reconcile's backoff (`domain::requeue::backoff`) over the refusals
+/// to try again: the reconcile's backoff (the context's retry delays) over the refusals
 /// in a row, or the failed reconcile's own backoff when that is longer.
 pub(super) async fn write_final<K: SourceKind>(
     kctx: &KubeContext,
@@ -94,7 +93,8 @@ pub(super) async fn write_final<K: SourceKind>(
         (Some(e), Requeue::After(d)) if e.disposition() == Disposition::Retry => d,
         _ => Duration::ZERO,
     };
-    let retry_in = own.max(backoff(kctx.core.failed(&refusals), Duration::MAX));
+    let core = &kctx.core;
+    let retry_in = own.max(core.settings.retry.backoff(core.failed(&refusals)));
     Err(ControllerError::PatchStatus {
         object,
         source,

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::domain::limits::Limits;
+use crate::domain::requeue::RetryDelays;
 use crate::ports::{
     ArtifactStore, CloudLogin, ReconcileMetrics, RegistryConnector, Secrets, SignatureVerifier,
 };
@@ -25,6 +26,8 @@ pub struct Settings {
     pub limits: Limits,
     /// Platform chosen from an image index when `spec.platform` is unset.
     pub default_platform: String,
+    /// Backoff after failures in a row (`--min-retry-delay`, `--max-retry-delay`).
+    pub retry: RetryDelays,
 }
 
 impl Default for Settings {
@@ -35,6 +38,7 @@ impl Default for Settings {
             retention_ttl: Duration::from_secs(60),
             limits: Limits::default(),
             default_platform: "linux/amd64".into(),
+            retry: RetryDelays::default(),
         }
     }
 }

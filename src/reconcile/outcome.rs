@@ -134,7 +134,8 @@ pub(super) fn next_status(
 }
 
 /// When to come back: the interval (with jitter) after a success, never after a stall
-/// (only a spec change helps), backoff after a retried failure. Only a valid spec
+/// (only a spec change helps), Flux's backoff after a retried failure (the settings'
+/// retry delays, whatever the interval). Only a valid spec
 /// succeeds or retries: an invalid one stalls.
 pub(super) fn requeue_of(
     error: Option<&ReconcileError>,
@@ -150,6 +151,6 @@ pub(super) fn requeue_of(
             Requeue::After(requeue::with_jitter(interval, jitter_seed(key, now)))
         }
         Some(e) if e.disposition() == Disposition::Stalled => Requeue::AwaitChange,
-        Some(_) => Requeue::After(requeue::backoff(ctx.failed(key), interval)),
+        Some(_) => Requeue::After(ctx.settings.retry.backoff(ctx.failed(key))),
     }
 }
