@@ -95,9 +95,10 @@ async fn terminated() {
 /// Refuses, before anything starts: `--default-service-account` without its feature gate
 /// (as Flux's source-controller does at start), retry delays that cannot go together
 /// (`--min-retry-delay` zero or above `--max-retry-delay`), a malformed
-/// `--watch-label-selector`, and a `--flux-drop-in-selector` that could match an object without the label (empty,
-/// or only `!key` / `key!=v` / `notin`): that would take Flux objects which Flux's
-/// source-controller also reconciles, and the two would fight over their status.
+/// `--watch-label-selector`, and a `--flux-drop-in-selector` that could match an object
+/// without the label (empty, or only `!key` / `key!=v` / `notin`): that would take Flux
+/// objects which Flux's source-controller also reconciles, and the two would fight over
+/// their status.
 fn check_flags(args: &ControllerArgs) -> Result<(), AppError> {
     use crate::domain::label_selector;
     args.lockdown_service_account().map_err(AppError::Input)?;
