@@ -257,7 +257,8 @@ pub struct PullArgs {
     /// Refuse artifacts whose layers hold more than this many entries.
     #[arg(long, default_value_t = 1_000_000)]
     pub max_entries: u64,
-    /// Where to write the tar.gz (replaced atomically; untouched when the pull fails).
+    /// Where to write the tar.gz (replaced atomically; untouched when the pull fails), or
+    /// - for standard output (the whole checked archive and nothing else; no result printed).
     #[arg(long = "output-file", value_name = "FILE.tar.gz")]
     pub output_file: PathBuf,
     /// Format of the printed result: yaml or json.

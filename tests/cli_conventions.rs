@@ -388,3 +388,24 @@ fn completion_scripts_parse_in_their_shell_and_name_the_commands() {
     let bad = ocisource(&["completion", "tcsh"]);
     assert_eq!(bad.code, 2, "{}", bad.stderr);
 }
+
+/// `--output-file DIR` is refused before any registry request (nothing listens on the
+/// registry's port), naming the flag and what it takes.
+#[test]
+fn output_file_refuses_a_directory_before_the_registry_is_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("oci://127.0.0.1:{port}/team/app:v1");
+    let out = ocisource(&["pull", &url, "--output-file", arg(dir.path())]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("--output-file") && out.stderr.contains("is a directory"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}

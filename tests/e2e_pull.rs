@@ -376,3 +376,32 @@ fn bad_input_exits_2_with_the_flag_named() {
         run.stderr
     );
 }
+
+/// `--output-file -`: standard output carries the archive, byte for byte the file a
+/// `--output-file FILE` pull writes, and nothing else (no result, no progress).
+#[tokio::test]
+async fn output_file_dash_writes_the_archive_and_only_it_to_stdout() {
+    let reg = TestRegistry::start(RegistryOpts::plain());
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("app.yaml"), "kind: ConfigMap\n").unwrap();
+    let url = format!("oci://{}/team/stdout:v1", reg.host());
+    let args = ["--path", src.to_str().unwrap(), "--insecure"];
+    let run = ocisource(&[&["push", url.as_str()][..], &args].concat());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let file = dir.path().join("app.tar.gz");
+    let run = pull(&reg.host(), "team/stdout", &file, &["--tag", "v1"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+
+    let piped = cli_common::command(&["pull", &url, "--insecure", "--output-file", "-"])
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&piped.stderr);
+    assert!(piped.status.success(), "{stderr}");
+    assert_eq!(piped.stdout, std::fs::read(&file).unwrap(), "{stderr}");
+    assert!(!stderr.contains("manifestDigest"), "{stderr}");
+    assert!(!dir.path().join("-").exists(), "a file named - was written");
+}

@@ -7,6 +7,7 @@ mod completion;
 mod controller_cmd;
 mod progress;
 mod pull;
+mod pull_target;
 mod push;
 mod push_source;
 mod reconcile_cmd;

@@ -1,10 +1,10 @@
 //! `ocisource pull`: resolve, verify (when asked), stream every selected layer into one
-//! tar.gz at `--output-file`, print what was pulled. The printed fields name the two
-//! digests apart: `manifestDigest` (the OCI manifest, what cosign signs) and
-//! `archiveDigest` (the tar.gz written, Flux's `status.artifact.digest`).
+//! tar.gz at `--output-file` (a file, or `-`: see `pull_target`), print what was pulled.
+//! The printed fields name the two digests apart: `manifestDigest` (the OCI manifest,
+//! what cosign signs) and `archiveDigest` (the tar.gz written, Flux's
+//! `status.artifact.digest`).
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -21,6 +21,7 @@ use crate::registry::HttpConnector;
 use crate::storage::Storage;
 
 use super::progress::{Counting, TransferProgress};
+use super::pull_target::Target;
 use super::{reference, registry_args, verify_cmd, AppError};
 
 /// What `pull` prints.
@@ -83,7 +84,7 @@ pub async fn run(args: PullArgs) -> Result<(), AppError> {
         first_only: false,
     };
     let policy = verify_cmd::policy(&args.verify)?;
-    let (dir, file) = split_output(&args.output_file)?;
+    let target = Target::of(&args.output_file)?;
     let options = registry_args::options(&args.registry, &url.host)?;
     let registry: Arc<dyn Registry> = HttpConnector::new()
         .connect(&url.host, &url.repository, &options)
@@ -110,7 +111,7 @@ pub async fn run(args: PullArgs) -> Result<(), AppError> {
     };
     let progress = Arc::new(TransferProgress::stderr("pull", args.quiet));
     let counted = Counting::wrap(registry.clone(), progress.clone());
-    let storage = Storage::new(dir).without_fsync();
+    let storage = Storage::new(target.dir().to_path_buf()).without_fsync();
     let stored = pipeline::store_layers(
         counted,
         StoreRequest {
@@ -125,12 +126,15 @@ pub async fn run(args: PullArgs) -> Result<(), AppError> {
                 ..Limits::default()
             },
             storage: &storage,
-            path: &file,
+            path: target.file(),
         },
     )
     .await
     .map_err(|e| failed(&e))?;
     drop(progress);
+    if target.deliver()? {
+        return Ok(());
+    }
     super::print(
         &PulledArtifact {
             url: url.to_string(),
@@ -147,23 +151,4 @@ pub async fn run(args: PullArgs) -> Result<(), AppError> {
         },
         args.output,
     )
-}
-
-/// The output file's directory and name (the store writes a temp file beside it, then renames).
-fn split_output(path: &Path) -> Result<(std::path::PathBuf, String), AppError> {
-    let file = path
-        .file_name()
-        .and_then(|f| f.to_str())
-        .filter(|f| !f.is_empty())
-        .ok_or_else(|| {
-            AppError::Input(format!(
-                "invalid --output-file '{}': expected a file path",
-                path.display()
-            ))
-        })?;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
-    Ok((dir, file.to_string()))
 }

@@ -26,6 +26,9 @@ Examples:
   ocisource pull oci://ghcr.io/org/app-config:v1.0.0 --output-file app.tar.gz
   ocisource pull oci://ghcr.io/org/app-config@sha256:3b6c...75de --output-file app.tar.gz
 
+  # The tar.gz on stdout (nothing else is printed there), e.g. into tar
+  ocisource pull oci://ghcr.io/org/app-config:v1.0.0 --output-file - | tar -xzf - -C ./app
+
   # The highest version in a range, as spec.ref.semver picks it
   ocisource pull oci://ghcr.io/org/app-config --semver '>=1.0.0 <2.0.0' --output-file app.tar.gz
 
