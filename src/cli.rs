@@ -259,8 +259,20 @@ pub struct PullArgs {
     pub max_entries: u64,
     /// Where to write the tar.gz (replaced atomically; untouched when the pull fails), or
     /// - for standard output (the whole checked archive and nothing else; no result printed).
-    #[arg(long = "output-file", value_name = "FILE.tar.gz")]
-    pub output_file: PathBuf,
+    #[arg(
+        long = "output-file",
+        value_name = "FILE.tar.gz",
+        required_unless_present = "extract"
+    )]
+    pub output_file: Option<PathBuf>,
+    /// Unpack the normalised tar.gz into this new or empty directory instead (as
+    /// `flux pull artifact -o DIR` and `oras pull -o DIR`); files and directories only.
+    #[arg(
+        long,
+        value_name = "DIR",
+        conflicts_with_all = ["output_file", "layer_operation"]
+    )]
+    pub extract: Option<PathBuf>,
     /// Format of the printed result: yaml or json.
     #[arg(short = 'o', long, value_name = "FORMAT", default_value = "yaml", value_parser = output_format)]
     pub output: OutputFormat,

@@ -74,3 +74,19 @@ fn feature_gates_take_flux_forms_and_default_off() {
         assert!(e.contains(needle), "{bad}: {e}");
     }
 }
+
+#[test]
+fn pull_takes_output_file_or_extract_and_extract_merges() {
+    let pull = |extra: &[&str]| {
+        Cli::try_parse_from([&["ocisource", "pull", "oci://r.example/app:v1"], extra].concat())
+    };
+    assert!(pull(&["--output-file", "-"]).is_ok());
+    assert!(pull(&["--extract", "dir"]).is_ok());
+    for bad in [
+        &[][..],
+        &["--extract", "dir", "--output-file", "a.tar.gz"],
+        &["--extract", "dir", "--layer-operation", "copy"],
+    ] {
+        assert!(pull(bad).is_err(), "{bad:?}");
+    }
+}

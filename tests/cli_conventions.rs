@@ -403,7 +403,9 @@ fn output_file_refuses_a_directory_before_the_registry_is_asked() {
     let out = ocisource(&["pull", &url, "--output-file", arg(dir.path())]);
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(
-        out.stderr.contains("--output-file") && out.stderr.contains("is a directory"),
+        out.stderr.contains("--output-file")
+            && out.stderr.contains("is a directory")
+            && out.stderr.contains("--extract DIR"),
         "{}",
         out.stderr
     );

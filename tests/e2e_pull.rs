@@ -11,7 +11,7 @@ mod support;
 use std::path::Path;
 use std::process::Command;
 
-use cli_common::{ocisource, pull, tree};
+use cli_common::{arg, ocisource, pull, tree};
 use support::{sha256, tar_gz, write_oci_layout, RegistryOpts, TestRegistry};
 
 const LAYER: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
@@ -273,9 +273,8 @@ async fn image_index_resolves_the_wanted_platform() {
     );
 }
 
-#[tokio::test]
-async fn push_then_pull_round_trips_with_flux_media_types() {
-    let reg = TestRegistry::start(RegistryOpts::plain());
+/// A temp directory holding `src/` with `apps/web/deploy.yaml` and `kustomization.yaml`.
+fn app_tree() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("src");
     std::fs::create_dir_all(src.join("apps/web")).unwrap();
@@ -285,6 +284,24 @@ async fn push_then_pull_round_trips_with_flux_media_types() {
         "resources: [apps/web/deploy.yaml]\n",
     )
     .unwrap();
+    (dir, src)
+}
+
+/// A registry with [`app_tree`] pushed by `ocisource push` as `repo:v1`, no other flag:
+/// the registry, the temp directory, `src` and the URL.
+fn pushed_app(repo: &str) -> (TestRegistry, tempfile::TempDir, std::path::PathBuf, String) {
+    let reg = TestRegistry::start(RegistryOpts::plain());
+    let (dir, src) = app_tree();
+    let url = format!("oci://{}/{repo}:v1", reg.host());
+    let run = ocisource(&["push", &url, "--path", arg(&src), "--insecure"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    (reg, dir, src, url)
+}
+
+#[tokio::test]
+async fn push_then_pull_round_trips_with_flux_media_types() {
+    let reg = TestRegistry::start(RegistryOpts::plain());
+    let (dir, src) = app_tree();
     let dest = format!("oci://{}/team/pushed:v1", reg.host());
     let run = ocisource(&[
         "push",
@@ -381,15 +398,7 @@ fn bad_input_exits_2_with_the_flag_named() {
 /// `--output-file FILE` pull writes, and nothing else (no result, no progress).
 #[tokio::test]
 async fn output_file_dash_writes_the_archive_and_only_it_to_stdout() {
-    let reg = TestRegistry::start(RegistryOpts::plain());
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("src");
-    std::fs::create_dir_all(&src).unwrap();
-    std::fs::write(src.join("app.yaml"), "kind: ConfigMap\n").unwrap();
-    let url = format!("oci://{}/team/stdout:v1", reg.host());
-    let args = ["--path", src.to_str().unwrap(), "--insecure"];
-    let run = ocisource(&[&["push", url.as_str()][..], &args].concat());
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    let (reg, dir, _, url) = pushed_app("team/stdout");
     let file = dir.path().join("app.tar.gz");
     let run = pull(&reg.host(), "team/stdout", &file, &["--tag", "v1"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -404,4 +413,30 @@ async fn output_file_dash_writes_the_archive_and_only_it_to_stdout() {
     assert_eq!(piped.stdout, std::fs::read(&file).unwrap(), "{stderr}");
     assert!(!stderr.contains("manifestDigest"), "{stderr}");
     assert!(!dir.path().join("-").exists(), "a file named - was written");
+}
+
+/// `--extract DIR` unpacks the artifact as pushed into a new directory (as `flux pull
+/// artifact -o DIR`); a directory that is not empty is refused before any download and
+/// left as it was.
+#[tokio::test]
+async fn extract_unpacks_into_a_new_directory_and_refuses_a_non_empty_one() {
+    let (_reg, dir, src, url) = pushed_app("team/extract");
+
+    let into = dir.path().join("new/app");
+    let pulled = ocisource(&["pull", &url, "--insecure", "--extract", arg(&into)]);
+    assert_eq!(pulled.code, 0, "{}", pulled.stderr);
+    assert_eq!(tree(&into), tree(&src));
+
+    let busy = dir.path().join("busy");
+    std::fs::create_dir_all(&busy).unwrap();
+    std::fs::write(busy.join("keep.txt"), "mine\n").unwrap();
+    let refused = ocisource(&["pull", &url, "--insecure", "--extract", arg(&busy)]);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("--extract") && refused.stderr.contains("not empty"),
+        "{}",
+        refused.stderr
+    );
+    assert!(!refused.stderr.contains("started"), "{}", refused.stderr);
+    assert_eq!(tree(&busy).len(), 1);
 }

@@ -39,7 +39,7 @@ pub struct PulledArtifact {
     pub revision: String,
     /// Digest of the image manifest used (after platform choice): what cosign signs.
     pub manifest_digest: String,
-    /// The tar.gz written.
+    /// The tar.gz written (the directory it was unpacked into, with `--extract`).
     pub archive_path: String,
     /// sha256 of the tar.gz written (Flux's `status.artifact.digest`).
     pub archive_digest: String,
@@ -84,7 +84,7 @@ pub async fn run(args: PullArgs) -> Result<(), AppError> {
         first_only: false,
     };
     let policy = verify_cmd::policy(&args.verify)?;
-    let target = Target::of(&args.output_file)?;
+    let target = Target::of(args.output_file.as_deref(), args.extract.as_deref())?;
     let options = registry_args::options(&args.registry, &url.host)?;
     let registry: Arc<dyn Registry> = HttpConnector::new()
         .connect(&url.host, &url.repository, &options)
@@ -142,7 +142,9 @@ pub async fn run(args: PullArgs) -> Result<(), AppError> {
             tag: resolved.tag,
             revision: resolved.revision,
             manifest_digest: manifest_digest.to_string(),
-            archive_path: args.output_file.display().to_string(),
+            archive_path: (args.extract.as_ref().or(args.output_file.as_ref()))
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
             archive_digest: stored.digest.to_string(),
             archive_size: stored.size,
             layers,

@@ -29,6 +29,9 @@ Examples:
   # The tar.gz on stdout (nothing else is printed there), e.g. into tar
   ocisource pull oci://ghcr.io/org/app-config:v1.0.0 --output-file - | tar -xzf - -C ./app
 
+  # Unpacked into a new or empty directory, as flux pull artifact -o DIR
+  ocisource pull oci://ghcr.io/org/app-config:v1.0.0 --extract ./app
+
   # The highest version in a range, as spec.ref.semver picks it
   ocisource pull oci://ghcr.io/org/app-config --semver '>=1.0.0 <2.0.0' --output-file app.tar.gz
 
