@@ -11,6 +11,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use ocisource::domain::secret::{Credentials, Redacted};
 use ocisource::registry::docker_config::{normalize_host, DockerConfig};
 use ocisource_fuzz::{bytes, field, split, FIELD};
 use serde_json::Value;
@@ -23,7 +24,17 @@ fuzz_target!(|data: &[u8]| {
     let json = bytes(&parts, 0);
     let hosts = field(&parts, 1);
 
-    let secrets = secrets_of(json);
+    // A secret that is a word the types' `Debug` always prints (a field name such as
+    // `password`, the `<redacted>` marker) cannot be told apart from it: not searched for.
+    let blank = Credentials {
+        username: String::new(),
+        password: Redacted::new(String::new()),
+    };
+    let wording = format!("{blank:?} {:?}", DockerConfig::parse(b"{}"));
+    let secrets: Vec<String> = secrets_of(json)
+        .into_iter()
+        .filter(|s| !wording.contains(s.as_str()))
+        .collect();
     let parsed = DockerConfig::parse(json);
     let shown = match &parsed {
         Ok(c) => format!("{c:?}"),
