@@ -8,8 +8,9 @@
 //! every write to their directory ([`temp`]). Names become paths only after the
 //! Kubernetes name rules passed (`domain::names`). The store's operations (writing,
 //! digest checks, links, garbage collection by count and age, removal, the listing the
-//! start-up check walks) are the [`ArtifactStore`] port, implemented in
-//! `artifact_store`; this file holds the type, its paths and the file helpers.
+//! start-up check walks) are the [`ArtifactStore`](crate::ports::ArtifactStore) port,
+//! implemented in `artifact_store`; this file holds the type, its paths and the file
+//! helpers.
 //! Sync `std::fs` only; callers run it in `spawn_blocking`.
 
 mod artifact_store;
@@ -20,8 +21,6 @@ use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
-
-use crate::ports::ArtifactStore;
 
 pub use pending::PendingArtifact;
 
@@ -108,9 +107,11 @@ impl Storage {
             .unwrap_or_else(|| self.root.clone())
     }
 
-    /// Writes `bytes` to `rel` atomically (small files: the one-shot state).
-    pub fn write_file(&self, rel: &str, bytes: &[u8]) -> Result<StoredFile, StorageError> {
-        let mut pending = self.begin_write(rel, None)?;
+    /// Writes `bytes` to `rel` atomically: a test fixture since the one-shot state is
+    /// written beneath the root by `oneshot::state`; no product code writes through it.
+    #[cfg(test)]
+    pub(crate) fn write_file(&self, rel: &str, bytes: &[u8]) -> Result<StoredFile, StorageError> {
+        let mut pending = crate::ports::ArtifactStore::begin_write(self, rel, None)?;
         if let Err(e) = io::Write::write_all(&mut pending, bytes) {
             return Err(
                 StorageError::recover(e).unwrap_or_else(|source| StorageError::Write {

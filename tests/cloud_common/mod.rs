@@ -103,9 +103,8 @@ impl Secrets for MapSecrets {
 
 /// The test registries speak plain HTTP under real cloud names: every session may fall
 /// back to it (the transport's `insecure`), so the objects need no `spec.insecure`, which
-/// the controller's own identity refuses. (`plain_http` would be the closer fit, but a
-/// plain-HTTP-only session to a public name does not count `http://host` as the
-/// registry's origin and sends it no credentials.)
+/// the controller's own identity refuses. The fallback, not `plain_http`, so that these
+/// sessions still try HTTPS first, as an object's would.
 pub struct PlainHttp(HttpConnector);
 
 impl RegistryConnector for PlainHttp {
